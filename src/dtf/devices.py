@@ -1,0 +1,200 @@
+"""Make any machine look like N devices, and list what is there.
+
+Multi-device TensorFlow code needs several devices to show anything. A workshop has
+laptops without a GPU, machines with one GPU and the odd multi-GPU box, so
+:func:`setup` picks, in this order:
+
+1. ``n`` physical GPUs, when there are at least ``n`` (extra GPUs are hidden);
+2. one physical GPU split into ``n`` *logical* GPUs, each with a memory limit;
+3. the CPU split into ``n`` *logical* CPUs.
+
+TensorFlow fixes its device layout when it initialises (at the first op, or the first
+call that lists logical devices), once per process. So :func:`setup` must run before any
+other TensorFlow call; running it again with the same request is harmless (re-running a
+notebook's Setup cell), and a different request raises :class:`DeviceConfigError` telling
+you to restart the kernel.
+
+The plain TensorFlow calls behind it (shown in notebook 00) are
+``tf.config.set_logical_device_configuration``, ``tf.config.set_visible_devices`` and
+``tf.config.experimental.set_memory_growth``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+KINDS = ("auto", "gpu", "cpu")
+
+
+class DeviceConfigError(RuntimeError):
+    """The requested device layout cannot be had in this process."""
+
+
+@dataclass(frozen=True)
+class Request:
+    n: int
+    kind: str
+    gpu_memory_mb: int
+    log_placement: bool
+
+
+@dataclass(frozen=True)
+class DeviceSetup:
+    """What :func:`setup` made: ``names`` are the ``n`` devices to use, in order."""
+
+    request: Request
+    device_type: str  # "GPU" or "CPU"
+    source: str  # "physical GPUs", "logical GPUs on one physical GPU" or "logical CPUs"
+    names: tuple[str, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    def __str__(self) -> str:
+        return f"{self.n} device(s), {self.source}: {', '.join(self.names)}"
+
+
+_current: DeviceSetup | None = None
+
+
+def _validate(n, kind, gpu_memory_mb) -> None:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive whole number of devices, got {n!r}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    if isinstance(gpu_memory_mb, bool) or not isinstance(gpu_memory_mb, int) or gpu_memory_mb < 64:
+        raise ValueError(f"gpu_memory_mb must be an integer >= 64 (MiB), got {gpu_memory_mb!r}")
+
+
+def setup(
+    n: int = 2,
+    *,
+    kind: str = "auto",
+    gpu_memory_mb: int = 1024,
+    log_placement: bool = False,
+) -> DeviceSetup:
+    """Configure TensorFlow so that ``n`` devices are available; call before any op.
+
+    ``kind``: ``"auto"`` (GPUs when there are any, else CPUs), ``"gpu"`` (fail when
+    there is no GPU) or ``"cpu"`` (logical CPUs even on a GPU machine; GPUs are hidden).
+    ``gpu_memory_mb``: memory limit of each logical GPU when one GPU is split.
+    ``log_placement``: turn on ``tf.debugging.set_log_device_placement`` now, since
+    TensorFlow only honours it before it initialises (see :mod:`dtf.placement`).
+    """
+    global _current
+    _validate(n, kind, gpu_memory_mb)
+    request = Request(n, kind, gpu_memory_mb, bool(log_placement))
+    if _current is not None:
+        if _current.request == request:
+            return _current
+        raise DeviceConfigError(
+            f"Devices are already configured in this process ({_current.request}); "
+            f"TensorFlow cannot change its device layout to {request} once it has "
+            "initialised. Restart the kernel, then run the Setup cell with the new values."
+        )
+
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    if kind == "gpu" and not gpus:
+        raise DeviceConfigError(
+            "kind='gpu' was requested but TensorFlow sees no GPU (CPU-only build, no driver, "
+            "or CUDA_VISIBLE_DEVICES hides them). Use kind='auto' to fall back to logical CPUs."
+        )
+    if log_placement:
+        tf.debugging.set_log_device_placement(True)
+    use_gpu = bool(gpus) and kind != "cpu"
+    device_type = "GPU" if use_gpu else "CPU"
+    try:
+        if use_gpu and len(gpus) >= n:
+            tf.config.set_visible_devices(gpus[:n], "GPU")
+            for gpu in gpus[:n]:
+                # Take GPU memory as needed instead of all of it: several notebooks (and
+                # several attendees) can then share a GPU.
+                tf.config.experimental.set_memory_growth(gpu, True)
+            source = "physical GPUs"
+        elif use_gpu:
+            tf.config.set_visible_devices(gpus[:1], "GPU")
+            config = tf.config.LogicalDeviceConfiguration(memory_limit=gpu_memory_mb)
+            tf.config.set_logical_device_configuration(gpus[0], [config] * n)
+            source = "logical GPUs on one physical GPU"
+        else:
+            if gpus:
+                tf.config.set_visible_devices([], "GPU")
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * n
+            )
+            source = "logical CPUs"
+    except RuntimeError as err:
+        # TensorFlow has initialised already (an op ran before setup). Accept the layout
+        # only if it already is the one requested; otherwise say how to recover.
+        logical = tf.config.list_logical_devices(device_type)
+        if len(logical) != n:
+            raise DeviceConfigError(
+                f"TensorFlow initialised before devices.setup(n={n}) could configure it "
+                f"(it now has {len(logical)} {device_type} device(s)). Restart the kernel and "
+                "call setup() in the Setup cell, before any other TensorFlow call."
+            ) from err
+        source = f"{device_type} devices found already initialised"
+    names = tuple(d.name for d in tf.config.list_logical_devices(device_type))[:n]
+    _current = DeviceSetup(request, device_type, source, names)
+    return _current
+
+
+def current() -> DeviceSetup | None:
+    """The layout :func:`setup` made in this process, or None."""
+    return _current
+
+
+def inventory():
+    """Physical and logical devices as a pandas DataFrame, one row per device.
+
+    Columns: ``level`` (physical/logical), ``device_type``, ``name``, ``visible``
+    (physical devices hidden with ``set_visible_devices`` show False) and ``details``
+    (GPU model and compute capability, when TensorFlow reports them).
+    Listing logical devices initialises TensorFlow: call it after :func:`setup`.
+    """
+    import pandas as pd
+    import tensorflow as tf
+
+    visible = {d.name for d in tf.config.get_visible_devices()}
+    rows = []
+    for dev in tf.config.list_physical_devices():
+        details = ""
+        if dev.device_type == "GPU":
+            info = tf.config.experimental.get_device_details(dev)
+            cc = info.get("compute_capability")
+            details = info.get("device_name", "") + (f" (compute {cc[0]}.{cc[1]})" if cc else "")
+        rows.append(
+            {
+                "level": "physical",
+                "device_type": dev.device_type,
+                "name": dev.name,
+                "visible": dev.name in visible,
+                "details": details,
+            }
+        )
+    for dev in tf.config.list_logical_devices():
+        rows.append(
+            {
+                "level": "logical",
+                "device_type": dev.device_type,
+                "name": dev.name,
+                "visible": True,
+                "details": "",
+            }
+        )
+    return pd.DataFrame(rows, columns=["level", "device_type", "name", "visible", "details"])
+
+
+def counts(table=None):
+    """Devices per type and level (a small pivot of :func:`inventory`)."""
+    table = inventory() if table is None else table
+    return (
+        table.groupby(["device_type", "level"])
+        .size()
+        .unstack("level", fill_value=0)
+        .reindex(columns=["physical", "logical"], fill_value=0)
+    )

@@ -1,0 +1,295 @@
+"""Capture TensorFlow's device-placement log as a table.
+
+With ``tf.debugging.set_log_device_placement(True)`` (set before TensorFlow initialises),
+TensorFlow's placer prints one line per op of every graph it places, eager single-op
+graphs and ``tf.function`` graphs alike::
+
+    MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:1
+
+Those lines are written by C++ ``printf`` to the process's file descriptor 1, not to
+Python's ``sys.stdout``. Where they end up therefore depends on who runs the kernel:
+JupyterLab and papermill forward descriptor 1 into the cell output (late: C's stdout is
+block-buffered when it is a pipe), a kernel started by nbval under pytest does not, and a
+plain script prints them to the terminal. :func:`capture` makes the result the same
+everywhere: it routes descriptor 1 through a pipe read by a thread, keeps the placement
+lines that belong to the ``with`` block, passes every other byte through unchanged, and
+drops placement lines printed outside any block (so they do not clutter later cells).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import sys
+import threading
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+#: ``name: (OpType): /job:.../device:TYPE:N``: TensorFlow's placer, one line per graph node.
+LINE = re.compile(r"^(?P<op>[^\s:][^:]*): \((?P<op_type>[A-Za-z0-9_]+)\): (?P<device>/job:\S+)$")
+#: ``Executing op OpType in device /job:...``: the eager runtime, one line per eager op run.
+EAGER = re.compile(r"^Executing op (?P<op_type>[A-Za-z0-9_]+) in device (?P<device>/job:\S+)$")
+_DEVICE = re.compile(
+    r"^/job:(?P<job>[^/]+)(?:/replica:\d+)?/task:(?P<task>\d+)/device:(?P<dev>[A-Za-z_]+:\d+)$"
+)
+COLUMNS = ["op", "op_type", "device", "source", "device_full"]
+SYNC_TIMEOUT_S = 10.0
+_SYNC = "\x00dtf-sync:"
+
+
+class PlacementLoggingError(RuntimeError):
+    """TensorFlow is not logging placement, so there is nothing to capture."""
+
+
+def short_device(full: str) -> str:
+    """``/job:localhost/replica:0/task:0/device:CPU:1`` -> ``CPU:1``; other jobs keep
+    their job and task: ``/job:worker/replica:0/task:1/device:CPU:0`` ->
+    ``/job:worker/task:1/CPU:0``."""
+    m = _DEVICE.match(full)
+    if not m:
+        return full
+    if m["job"] == "localhost":
+        return m["dev"]
+    return f"/job:{m['job']}/task:{m['task']}/{m['dev']}"
+
+
+def is_placement_line(line: str) -> bool:
+    line = line.strip()
+    return bool(LINE.match(line) or EAGER.match(line))
+
+
+def parse(text: str, include_internal: bool = False):
+    """Placement lines in ``text`` as a DataFrame, one row per line, in log order.
+
+    Columns: ``op`` (node name), ``op_type``, ``device`` (short form), ``source`` and
+    ``device_full``. ``source`` is ``"graph"`` for placer lines (every node of a
+    ``tf.function`` graph when it is first placed; an eager op also runs as a tiny graph,
+    placed the first time that op runs with those inputs on that device) and ``"eager"``
+    for ``Executing op`` lines (every eager op run; TensorFlow sends these to Python's
+    ``sys.stdout`` inside IPython kernels only, and to its C++ log at
+    ``TF_CPP_MIN_LOG_LEVEL=0`` elsewhere). Other lines are ignored.
+
+    Internal ops (types that start with ``_``: function arguments, return values, eager
+    constants) are dropped unless ``include_internal``.
+    """
+    import pandas as pd
+
+    rows = []
+    for line in text.splitlines():
+        line = line.strip()
+        if m := LINE.match(line):
+            row = (m["op"], m["op_type"], short_device(m["device"]), "graph", m["device"])
+        elif m := EAGER.match(line):
+            row = (m["op_type"], m["op_type"], short_device(m["device"]), "eager", m["device"])
+        else:
+            continue
+        if include_internal or not row[1].startswith("_"):
+            rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+class _PythonStreamFilter:
+    """Stands in for ``sys.stdout``: placement lines go to the interceptor, everything
+    else to the real stream, a line at a time (an unterminated line when flushed)."""
+
+    def __init__(self, stream, deliver) -> None:
+        self._stream = stream
+        self._deliver = deliver
+        self._pending = ""
+
+    def write(self, text: str) -> int:
+        self._pending += text
+        *complete, self._pending = self._pending.split("\n")
+        for line in complete:
+            if is_placement_line(line):
+                self._deliver(line + "\n")
+            else:
+                self._stream.write(line + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:  # an unterminated line (a prompt): let it through now
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@dataclass
+class PlacementLog:
+    """What one :func:`capture` block saw. ``table`` is filled when the block ends."""
+
+    include_internal: bool = False
+    lines: list[str] = field(default_factory=list)
+    table: object = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
+
+    def counts(self):
+        """Number of ops per device (a pandas Series), for a bar chart."""
+        return self.table.groupby("device").size().rename("ops")
+
+    def device_of(self, op_type: str) -> list[str]:
+        """Devices on which ops of this type ran, in log order."""
+        return list(self.table.loc[self.table.op_type == op_type, "device"])
+
+
+def _libc_fflush() -> None:
+    """Flush C stdio buffers: placement lines sit there until flushed."""
+    for name in (None, "ucrtbase", "msvcrt"):
+        try:
+            lib = ctypes.CDLL(name)
+            lib.fflush(None)
+            return
+        except (OSError, AttributeError, TypeError):
+            continue
+
+
+class _Interceptor:
+    """Descriptor 1 routed through a pipe; a thread sorts placement lines from the rest."""
+
+    def __init__(self) -> None:
+        self._saved = os.dup(1)
+        read_fd, write_fd = os.pipe()
+        self._read = read_fd
+        self._lock = threading.Lock()
+        self._sinks: list[PlacementLog] = []
+        self._sync: dict[str, threading.Event] = {}
+        try:
+            sys.stdout.flush()
+        except (AttributeError, ValueError):
+            pass
+        _libc_fflush()
+        os.dup2(write_fd, 1)
+        os.close(write_fd)
+        self._thread = threading.Thread(target=self._pump, name="dtf-placement", daemon=True)
+        self._thread.start()
+        # Inside IPython kernels TensorFlow writes its eager "Executing op" lines to
+        # Python's sys.stdout: filter that stream too, for as long as the process lives.
+        sys.stdout = _PythonStreamFilter(sys.stdout, self.deliver)
+
+    def _pump(self) -> None:
+        pending = b""
+        while True:
+            chunk = os.read(self._read, 65536)
+            if not chunk:
+                break
+            pending += chunk
+            *complete, pending = pending.split(b"\n")
+            passthrough = []
+            for raw in complete:
+                line = raw.decode("utf-8", "replace")
+                if _SYNC in line:
+                    before, token = line.split(_SYNC, 1)
+                    if before:  # an unterminated line written just before the sync
+                        passthrough.append(before.encode())
+                    event = self._sync.get(token)
+                    if event:
+                        event.set()
+                elif is_placement_line(line):
+                    self.deliver(line + "\n")
+                else:
+                    passthrough.append(raw + b"\n")
+            if passthrough:
+                os.write(self._saved, b"".join(passthrough))
+
+    def deliver(self, line: str) -> None:
+        with self._lock:
+            for sink in self._sinks:
+                sink.lines.append(line)
+
+    def sync(self) -> None:
+        """Wait until everything written to descriptor 1 so far has been sorted."""
+        _libc_fflush()
+        token = uuid.uuid4().hex
+        event = threading.Event()
+        self._sync[token] = event
+        os.write(1, f"{_SYNC}{token}\n".encode())
+        try:
+            if not event.wait(SYNC_TIMEOUT_S):
+                raise PlacementLoggingError(
+                    f"the placement log reader did not answer within {SYNC_TIMEOUT_S:.0f} s; "
+                    "restart the kernel"
+                )
+        finally:
+            self._sync.pop(token, None)
+
+    def add(self, sink: PlacementLog) -> None:
+        with self._lock:
+            self._sinks.append(sink)
+
+    def remove(self, sink: PlacementLog) -> None:
+        with self._lock:
+            self._sinks.remove(sink)
+
+
+_interceptor: _Interceptor | None = None
+_checked = False
+
+
+def _ensure_logging() -> _Interceptor:
+    """Install the interceptor once, and check once that TensorFlow really logs."""
+    global _interceptor, _checked
+    import tensorflow as tf
+
+    if not tf.debugging.get_log_device_placement():
+        raise PlacementLoggingError(
+            "TensorFlow is not logging device placement. Call "
+            "tf.debugging.set_log_device_placement(True) (or dtf.devices.setup(..., "
+            "log_placement=True)) in the Setup cell before any other TensorFlow op, "
+            "then restart the kernel and run again."
+        )
+    if _interceptor is None:
+        _interceptor = _Interceptor()
+    if not _checked:
+        with _collect(_interceptor, include_internal=True) as probe:
+            tf.identity(tf.constant(0.0))
+        if not probe.lines:
+            raise PlacementLoggingError(
+                "set_log_device_placement(True) ran after TensorFlow had initialised, so "
+                "TensorFlow ignores it. Restart the kernel and turn it on in the Setup cell "
+                "before any other TensorFlow op (dtf.devices.setup(..., log_placement=True))."
+            )
+        _checked = True
+    return _interceptor
+
+
+@contextmanager
+def _collect(interceptor: _Interceptor, include_internal: bool):
+    log = PlacementLog(include_internal=include_internal)
+    interceptor.sync()  # lines printed before the block belong to nobody
+    interceptor.add(log)
+    try:
+        yield log
+    finally:
+        try:
+            interceptor.sync()
+        finally:
+            interceptor.remove(log)
+            log.table = parse(log.text, include_internal=include_internal)
+
+
+@contextmanager
+def capture(include_internal: bool = False, echo: bool = False):
+    """Collect the placement log of the ops run inside the block.
+
+    >>> with capture() as log:          # doctest: +SKIP
+    ...     c = tf.matmul(a, b)
+    >>> log.table[["op", "op_type", "device"]]  # doctest: +SKIP
+           op op_type device
+    0  MatMul  MatMul  CPU:0
+
+    The first call checks that TensorFlow really logs placement and from then on keeps
+    placement lines out of the notebook outside ``capture`` blocks.
+    ``echo=True`` also prints the raw lines, as TensorFlow wrote them.
+    """
+    with _collect(_ensure_logging(), include_internal) as log:
+        yield log
+    if echo:
+        print(log.text, end="")

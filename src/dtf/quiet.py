@@ -1,0 +1,65 @@
+"""Keep TensorFlow's C++ log lines out of notebooks.
+
+TensorFlow's C++ core reads two environment variables once, when it is loaded:
+
+- ``TF_CPP_MIN_LOG_LEVEL``: 0 prints INFO lines, 1 hides INFO, 2 also hides WARNING,
+  3 also hides ERROR.
+- ``TF_ENABLE_ONEDNN_OPTS``: with oneDNN on, every import prints a notice about
+  floating-point round-off; the course turns it off (results are then also bit-for-bit
+  reproducible on the CPU, and a replica that receives an empty batch does not crash).
+
+Both must be set *before* ``import tensorflow``; setting them later changes nothing,
+which is why :func:`quiet` refuses to pretend it worked when TensorFlow is already loaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+#: Environment variables read by TensorFlow (and gRPC, used by TensorFlow servers).
+SETTINGS = {
+    "TF_CPP_MIN_LOG_LEVEL": "2",
+    "TF_ENABLE_ONEDNN_OPTS": "0",
+    "GRPC_VERBOSITY": "ERROR",
+}
+
+
+class TooLateError(RuntimeError):
+    """TensorFlow was imported before :func:`quiet` could set its environment."""
+
+
+def quiet(level: int = 2) -> dict:
+    """Set TensorFlow's logging environment; call it before ``import tensorflow``.
+
+    ``level`` is ``TF_CPP_MIN_LOG_LEVEL`` (0-3). Returns the settings it applied.
+    Calling it again after TensorFlow was imported with the same settings is harmless
+    (re-running a notebook's Setup cell); anything else raises :class:`TooLateError`.
+    """
+    if level not in (0, 1, 2, 3):
+        raise ValueError(f"level must be 0, 1, 2 or 3 (TF_CPP_MIN_LOG_LEVEL), got {level!r}")
+    wanted = dict(SETTINGS, TF_CPP_MIN_LOG_LEVEL=str(level))
+    if "tensorflow" in sys.modules:
+        missing = {k: v for k, v in wanted.items() if os.environ.get(k) != v}
+        if missing:
+            raise TooLateError(
+                "TensorFlow is already imported, so its log settings can no longer change "
+                f"({', '.join(f'{k}={v}' for k, v in missing.items())} would have been set). "
+                "Restart the kernel and run the Setup cell first, before any cell that "
+                "imports TensorFlow."
+            )
+    else:
+        os.environ.update(wanted)
+    _quiet_python_loggers()
+    return wanted
+
+
+def _quiet_python_loggers() -> None:
+    """Python-side noise: TensorFlow's and absl's loggers, and warnings about deprecated
+    internals that a learner cannot act on."""
+    for name in ("tensorflow", "absl", "h5py"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"tensorflow\..*")
+    warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"keras\..*")
