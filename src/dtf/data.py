@@ -1,0 +1,568 @@
+"""Offline-first data sets for the notebooks: one call, one ``Dataset``, the same shapes everywhere.
+
+The course runs on laptops, in CI and on cluster nodes that often have no internet access.
+So the default data set, ``"digits"``, ships with scikit-learn and never needs a download, and
+the real Keras data sets (``"mnist"``, ``"fashion_mnist"``, ``"cifar10"``) are read straight
+from Keras' on-disk cache when the files are already there::
+
+    from dtf.data import load
+    ds = load("digits")                 # bundled: always works
+    ds = load("mnist", flatten=True)    # cached or downloaded by Keras
+    print(ds)                           # one line: name, sizes, input shape, classes
+
+Every data set comes back the same way, so a notebook can switch data sets by changing one
+string: images are ``float32`` in ``[0, 1]`` with shape ``(N, H, W, C)`` (``C == 1`` for grey
+images) or ``(N, H*W*C)`` with ``flatten=True``, and labels are ``int64`` vectors of shape
+``(N,)``.
+
+Importing this module imports neither TensorFlow/Keras nor scikit-learn: both are imported
+inside :func:`load` when needed, so ``import dtf.data`` stays cheap and does not start
+TensorFlow before ``dtf.quiet`` has had a chance to silence it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import gzip
+import os
+import pickle
+import socket
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "NAMES",
+    "Dataset",
+    "DatasetUnavailableError",
+    "cache_paths",
+    "cache_root",
+    "load",
+]
+
+#: The names :func:`load` accepts (``"fashion-mnist"`` and upper case are accepted too).
+NAMES: tuple[str, ...] = ("digits", "mnist", "fashion_mnist", "cifar10")
+
+_DIGITS = tuple(str(i) for i in range(10))
+_CLASS_NAMES: dict[str, tuple[str, ...]] = {
+    "digits": _DIGITS,
+    "mnist": _DIGITS,
+    "fashion_mnist": (
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ),
+    "cifar10": (
+        "airplane",
+        "automobile",
+        "bird",
+        "cat",
+        "deer",
+        "dog",
+        "frog",
+        "horse",
+        "ship",
+        "truck",
+    ),
+}
+
+# Where Keras 3 keeps each data set, relative to ``<cache root>/datasets``. These are the
+# files its loaders *read* (after download and, for CIFAR-10, extraction), so a copy of them
+# is all an offline machine needs.
+_FASHION_DIR = "fashion-mnist"
+_FASHION_FILES = (
+    "train-labels-idx1-ubyte.gz",
+    "train-images-idx3-ubyte.gz",
+    "t10k-labels-idx1-ubyte.gz",
+    "t10k-images-idx3-ubyte.gz",
+)
+_CIFAR_DIR = ("cifar-10-batches-py-target", "cifar-10-batches-py")
+_CIFAR_FILES = tuple(f"data_batch_{i}" for i in range(1, 6)) + ("test_batch",)
+_CACHE_LAYOUT: dict[str, tuple[str, ...]] = {
+    "mnist": ("mnist.npz",),
+    "fashion_mnist": tuple(f"{_FASHION_DIR}/{f}" for f in _FASHION_FILES),
+    "cifar10": tuple("/".join((*_CIFAR_DIR, f)) for f in _CIFAR_FILES),
+}
+
+_MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
+_IDX_LABEL_MAGIC, _IDX_IMAGE_MAGIC = 2049, 2051  # idx1 (uint8 vector), idx3 (uint8 3-D array)
+_CIFAR_SIDE = 32
+
+# A stalled connection must not hang a notebook forever: ``urlretrieve`` has no timeout of its
+# own. This bounds each socket operation, not the whole (170 MB for CIFAR-10) download.
+_DOWNLOAD_SOCKET_TIMEOUT_S = 60.0
+
+
+class DatasetUnavailableError(RuntimeError):
+    """A Keras data set is neither in the local cache nor downloadable right now.
+
+    The message lists the exact files that were looked for and what to do about it; the
+    download error is chained as ``__cause__``.
+    """
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Dataset:
+    """A train/test split ready for ``model.fit``: float32 images in [0, 1], int64 labels.
+
+    Frozen so that a notebook cannot rebind ``ds.x_train`` by accident and silently train on
+    something other than what the summary line printed. (The arrays themselves stay writable:
+    freezing them would surprise code that normalises or augments in place.) Equality is
+    identity, because element-wise array comparison has no single truth value.
+    """
+
+    name: str
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+    num_classes: int
+    class_names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        for split in ("train", "test"):
+            x, y = getattr(self, f"x_{split}"), getattr(self, f"y_{split}")
+            if len(x) != len(y):
+                raise ValueError(
+                    f"{self.name}: x_{split} has {len(x)} examples but y_{split} has {len(y)}"
+                )
+        if self.x_train.shape[1:] != self.x_test.shape[1:]:
+            raise ValueError(
+                f"{self.name}: train examples have shape {self.x_train.shape[1:]} "
+                f"but test examples {self.x_test.shape[1:]}"
+            )
+        if self.num_classes != len(self.class_names):
+            raise ValueError(
+                f"{self.name}: num_classes={self.num_classes} but {len(self.class_names)} "
+                "class names"
+            )
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of one example, e.g. ``(28, 28, 1)``: what ``keras.Input(shape=...)`` wants."""
+        return tuple(int(d) for d in self.x_train.shape[1:])
+
+    def summary(self) -> str:
+        """One line for a notebook: name, train/test sizes, input shape and classes."""
+        names = self.class_names
+        shown = ", ".join(names) if len(names) <= 5 else f"{', '.join(names[:3])}, ..., {names[-1]}"
+        return (
+            f"{self.name}: {len(self.x_train):,} train / {len(self.x_test):,} test, "
+            f"input_shape={self.input_shape}, {self.num_classes} classes ({shown})"
+        )
+
+    def __repr__(self) -> str:
+        return f"Dataset({self.summary()})"
+
+
+def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
+    """The directory that plays the role of Keras' cache root (files live in its ``datasets/``).
+
+    ``cache_dir`` wins when given. Otherwise this mirrors ``keras.src.backend.config``:
+    ``$KERAS_HOME`` if set, else ``~/.keras`` (``/tmp/.keras`` when the home directory is not
+    writable). Unlike Keras, which reads ``KERAS_HOME`` once when it is imported, this reads it
+    on every call, so setting it in a running notebook (or a test) takes effect.
+    """
+    if cache_dir is not None:
+        return Path(cache_dir).expanduser()
+    env = os.environ.get("KERAS_HOME")
+    if env:
+        return Path(env).expanduser()
+    home = os.path.expanduser("~")
+    if not os.access(home, os.W_OK):
+        home = "/tmp"
+    return Path(home) / ".keras"
+
+
+def cache_paths(name: str, cache_dir: str | os.PathLike[str] | None = None) -> tuple[Path, ...]:
+    """The files :func:`load` reads for a Keras data set: copy these to work offline.
+
+    Returns ``()`` for ``"digits"``, which needs no files.
+    """
+    canonical = _canonical_name(name)
+    datasets_dir = cache_root(cache_dir) / "datasets"
+    return tuple(datasets_dir / rel for rel in _CACHE_LAYOUT.get(canonical, ()))
+
+
+def load(
+    name: str = "digits",
+    *,
+    flatten: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+    test_fraction: float = 0.2,
+    seed: int = 0,
+) -> Dataset:
+    """Load a data set by name (one of :data:`NAMES`) as a :class:`Dataset`.
+
+    ``"digits"`` is scikit-learn's bundled 8x8 digits (1,797 images, values 0..16 scaled to
+    [0, 1]). It has no official split, so it is split here with a stratified
+    ``train_test_split(test_size=test_fraction, random_state=seed)``: the same arguments
+    always give identical arrays, and every class appears in both halves.
+
+    ``"mnist"``, ``"fashion_mnist"`` and ``"cifar10"`` are the real Keras data sets with
+    their own official train/test split; ``test_fraction`` and ``seed`` are ignored for them.
+    If the files Keras would read (see :func:`cache_paths`) are all under the cache root
+    (``cache_dir`` if given, else ``$KERAS_HOME`` or ``~/.keras``), they are read directly by
+    small readers that mirror Keras' own. That is what makes a cache copied from another
+    machine work offline: Keras' ``get_file`` checks a sha256 of ``mnist.npz`` and of the
+    CIFAR-10 archive and tries to re-download on any mismatch (so a cut-down file for a quick
+    run, or an extracted CIFAR-10 folder without its archive, would fail offline), and it
+    ignores a cache root it cannot write to. Otherwise the real
+    ``keras.datasets.<name>.load_data()`` downloads and caches the data in Keras' own cache
+    (``$KERAS_HOME`` as it was when Keras was imported, or ``~/.keras``; not ``cache_dir``).
+    If that fails for any reason, :class:`DatasetUnavailableError` says which files were
+    looked for and how to provide them. There is no retry: offline, this fails at once.
+
+    Args:
+        name: one of :data:`NAMES` (case-insensitive; ``-`` may replace ``_``).
+        flatten: return images as vectors ``(N, H*W*C)`` instead of ``(N, H, W, C)``.
+        cache_dir: a directory to use as the Keras cache root instead of the default.
+        test_fraction: share of ``"digits"`` held out for testing, in (0, 1).
+        seed: random state of the ``"digits"`` split.
+
+    Raises:
+        ValueError: unknown name, bad ``test_fraction``, or a malformed cache file (the
+            message names the file).
+        DatasetUnavailableError: a Keras data set is not cached and cannot be downloaded.
+    """
+    canonical = _canonical_name(name)
+    if canonical == "digits":
+        return _load_digits(flatten=flatten, test_fraction=test_fraction, seed=seed)
+
+    paths = cache_paths(canonical, cache_dir)
+    if all(p.is_file() for p in paths):
+        arrays = _CACHE_READERS[canonical](paths)
+    else:
+        arrays = _download_with_keras(canonical, paths)
+    source = str(paths[0].parent) if len(paths) > 1 else str(paths[0])
+    return _make_dataset(canonical, *arrays, scale=255.0, flatten=flatten, source=source)
+
+
+# --------------------------------------------------------------------------------------------
+# Names
+
+
+def _canonical_name(name: str) -> str:
+    """Map ``"Fashion-MNIST"`` to ``"fashion_mnist"``; reject unknown names with a suggestion."""
+    if not isinstance(name, str):
+        raise TypeError(f"data set name must be a string, got {type(name).__name__}")
+    canonical = name.strip().lower().replace("-", "_")
+    if canonical in NAMES:
+        return canonical
+    close = difflib.get_close_matches(canonical, NAMES, n=1, cutoff=0.6)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(
+        f"unknown data set {name!r}; supported names: {', '.join(NAMES)}.{hint}"
+        " ('digits' is bundled with scikit-learn and works offline.)"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Building the Dataset
+
+
+def _make_dataset(
+    name: str,
+    x_train: np.ndarray,
+    y_train: np.ndarray,
+    x_test: np.ndarray,
+    y_test: np.ndarray,
+    *,
+    scale: float,
+    flatten: bool,
+    source: str,
+) -> Dataset:
+    """Normalise raw arrays (any source) into the one layout every notebook relies on."""
+
+    def images(x: np.ndarray) -> np.ndarray:
+        out = np.asarray(x).astype(np.float32)  # always a copy, so never aliases the input
+        out /= np.float32(scale)  # in place: no second full-size temporary (CIFAR-10: 600 MB)
+        if out.ndim == 3:  # grey images: add the channel axis Conv2D expects
+            out = out[..., np.newaxis]
+        if out.ndim != 4:
+            raise ValueError(f"{source}: expected 3-D or 4-D image arrays, got shape {x.shape}")
+        return out.reshape(len(out), -1) if flatten else out
+
+    def labels(y: np.ndarray) -> np.ndarray:
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:  # Keras' CIFAR-10 labels are (N, 1)
+            y = y[:, 0]
+        if y.ndim != 1:
+            raise ValueError(f"{source}: expected a label vector, got shape {y.shape}")
+        return y.astype(np.int64)
+
+    classes = _CLASS_NAMES[name]
+    ds = Dataset(
+        name=name,
+        x_train=images(x_train),
+        y_train=labels(y_train),
+        x_test=images(x_test),
+        y_test=labels(y_test),
+        num_classes=len(classes),
+        class_names=classes,
+    )
+    for split, y in (("train", ds.y_train), ("test", ds.y_test)):
+        if len(y) and (y.min() < 0 or y.max() >= ds.num_classes):
+            raise ValueError(
+                f"{source}: {split} labels must be in 0..{ds.num_classes - 1}, "
+                f"found {y.min()}..{y.max()}"
+            )
+    return ds
+
+
+def _load_digits(*, flatten: bool, test_fraction: float, seed: int) -> Dataset:
+    if isinstance(test_fraction, bool) or not 0.0 < float(test_fraction) < 1.0:
+        raise ValueError(f"test_fraction must be strictly between 0 and 1, got {test_fraction!r}")
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    bunch = load_digits()
+    x_train, x_test, y_train, y_test = train_test_split(
+        bunch.images,
+        bunch.target,
+        test_size=float(test_fraction),
+        random_state=seed,
+        stratify=bunch.target,
+    )
+    return _make_dataset(
+        "digits",
+        x_train,
+        y_train,
+        x_test,
+        y_test,
+        scale=16.0,
+        flatten=flatten,
+        source="sklearn.datasets.load_digits",
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Readers for Keras' cache files. Each returns (x_train, y_train, x_test, y_test) with uint8
+# images, (N, H, W) or (N, H, W, C), and integer labels: the values that
+# keras.datasets.<name>.load_data() returns (channels-last). A malformed file raises a
+# ValueError that names it, instead of an anonymous reshape or unpickling error.
+
+_Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+def _check_pair(x: np.ndarray, x_path: Path, y: np.ndarray, y_path: Path) -> None:
+    if len(x) != len(y):
+        where = str(x_path) if x_path == y_path else f"{x_path} and {y_path}"
+        raise ValueError(f"{where}: {len(x)} images but {len(y)} labels")
+
+
+def _read_mnist(paths: Sequence[Path]) -> _Arrays:
+    """``mnist.npz``: four uint8 arrays, read as ``keras.datasets.mnist`` does (no pickles)."""
+    (path,) = paths
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in _MNIST_KEYS if k not in npz.files]
+            arrays = {k: npz[k] for k in _MNIST_KEYS if k in npz.files}
+    except Exception as exc:  # a zip/npy error of any kind means the same: a bad file
+        raise ValueError(f"{path}: not a readable .npz file ({_one_line(exc)})") from exc
+    if missing:
+        raise ValueError(
+            f"{path}: malformed MNIST cache file: missing key(s) {missing} "
+            f"(expected {list(_MNIST_KEYS)}, found {sorted(arrays)})"
+        )
+    for split in ("train", "test"):
+        x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
+        if x.ndim != 3 or y.ndim != 1:
+            raise ValueError(
+                f"{path}: x_{split} must be (N, H, W) and y_{split} (N,), "
+                f"got {x.shape} and {y.shape}"
+            )
+        _check_pair(x, path, y, path)
+    return arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"]
+
+
+def _read_idx(path: Path, *, magic: int, header: int, item_shape: tuple[int, ...]) -> np.ndarray:
+    """One gzipped idx file, read like ``keras.datasets.fashion_mnist`` plus size checks.
+
+    Keras just skips the header (8 bytes for labels, 16 for images) and reshapes; a truncated
+    file would then fail with an anonymous reshape error, so the byte count is checked here
+    against the header, and the magic number catches a labels file swapped with an images one.
+    """
+    try:
+        with gzip.open(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ValueError(f"{path}: not a readable gzip file ({_one_line(exc)})") from exc
+    item_size = int(np.prod(item_shape))
+    if len(raw) < header:
+        raise ValueError(f"{path}: malformed idx file: {len(raw)} bytes, shorter than its header")
+    head = np.frombuffer(raw, dtype=">u4", count=header // 4)
+    if int(head[0]) != magic:
+        raise ValueError(f"{path}: malformed idx file: magic number {int(head[0])}, not {magic}")
+    count = int(head[1])
+    body = len(raw) - header
+    if body != count * item_size:
+        raise ValueError(
+            f"{path}: malformed idx file: header says {count} items of {item_size} byte(s) "
+            f"({count * item_size} bytes) but {body} bytes follow the {header}-byte header"
+        )
+    return np.frombuffer(raw, dtype=np.uint8, offset=header).reshape(count, *item_shape)
+
+
+def _read_fashion_mnist(paths: Sequence[Path]) -> _Arrays:
+    """The four idx files of Fashion-MNIST (28x28 grey images, uint8 labels)."""
+    train_labels, train_images, test_labels, test_images = paths
+    out: list[np.ndarray] = []
+    for labels_path, images_path in ((train_labels, train_images), (test_labels, test_images)):
+        y = _read_idx(labels_path, magic=_IDX_LABEL_MAGIC, header=8, item_shape=())
+        x = _read_idx(images_path, magic=_IDX_IMAGE_MAGIC, header=16, item_shape=(28, 28))
+        _check_pair(x, images_path, y, labels_path)
+        out += [x, y]
+    return out[0], out[1], out[2], out[3]
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    """Unpickle CIFAR batches without running arbitrary code: only numpy arrays may be built.
+
+    The same allow-list as ``keras.src.datasets.npz_utils.RestrictedUnpickler`` (both numpy
+    1 and numpy 2 module spellings), re-implemented so that reading a cache needs no Keras.
+    """
+
+    _ALLOWED = frozenset(
+        {
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+            ("numpy.core.multiarray", "_reconstruct"),
+            ("numpy._core.multiarray", "_reconstruct"),
+        }
+    )
+
+    def find_class(self, module: str, name: str):
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data set file")
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 pickle: ``{b"data": uint8 (N, 3072), b"labels": [N ints]}``.
+
+    Rows are channels-first 3x32x32 (as ``keras.src.datasets.cifar.load_batch`` reshapes
+    them); they are transposed to channels-last here, as ``keras.datasets.cifar10`` does with
+    the default ``image_data_format``.
+    """
+    try:
+        with open(path, "rb") as fh:
+            batch = _NumpyOnlyUnpickler(fh, encoding="bytes").load()
+    except Exception as exc:  # pickle can fail in many ways; all mean "bad file"
+        raise ValueError(f"{path}: not a readable CIFAR-10 batch ({_one_line(exc)})") from exc
+    if not isinstance(batch, dict):
+        raise ValueError(f"{path}: malformed CIFAR-10 batch: a {type(batch).__name__}, not a dict")
+    batch = {k.decode("utf8") if isinstance(k, bytes) else k: v for k, v in batch.items()}
+    missing = [k for k in ("data", "labels") if k not in batch]
+    if missing:
+        raise ValueError(f"{path}: malformed CIFAR-10 batch: missing key(s) {missing}")
+    data, labels = np.asarray(batch["data"]), np.asarray(batch["labels"])
+    row = 3 * _CIFAR_SIDE * _CIFAR_SIDE
+    if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != row:
+        raise ValueError(
+            f"{path}: malformed CIFAR-10 batch: data must be uint8 (N, {row}), "
+            f"got {data.dtype} {data.shape}"
+        )
+    if labels.ndim != 1:
+        raise ValueError(f"{path}: malformed CIFAR-10 batch: labels have shape {labels.shape}")
+    _check_pair(data, path, labels, path)
+    images = data.reshape(len(data), 3, _CIFAR_SIDE, _CIFAR_SIDE).transpose(0, 2, 3, 1)
+    return images, labels
+
+
+def _read_cifar10(paths: Sequence[Path]) -> _Arrays:
+    """Five training batches and one test batch; unlike Keras, batches may have any size."""
+    *train_paths, test_path = paths
+    train = [_read_cifar_batch(p) for p in train_paths]
+    x_test, y_test = _read_cifar_batch(test_path)
+    x_train = np.concatenate([x for x, _ in train])
+    y_train = np.concatenate([y for _, y in train])
+    return x_train, y_train, x_test, y_test
+
+
+_CACHE_READERS: dict[str, Callable[[Sequence[Path]], _Arrays]] = {
+    "mnist": _read_mnist,
+    "fashion_mnist": _read_fashion_mnist,
+    "cifar10": _read_cifar10,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Falling back to Keras
+
+
+@contextlib.contextmanager
+def _bounded_socket_wait(seconds: float) -> Iterator[None]:
+    """Give sockets a timeout for the duration of a download, if the process has none."""
+    if socket.getdefaulttimeout() is not None:
+        yield
+        return
+    socket.setdefaulttimeout(seconds)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(None)
+
+
+def _download_with_keras(name: str, paths: Sequence[Path]) -> _Arrays:
+    """Let the real Keras loader download and cache; turn any failure into advice."""
+    loader = f"keras.datasets.{name}.load_data()"
+    try:
+        import keras
+
+        load_data = getattr(keras.datasets, name).load_data
+        with _bounded_socket_wait(_DOWNLOAD_SOCKET_TIMEOUT_S):
+            (x_train, y_train), (x_test, y_test) = load_data()
+    except Exception as exc:
+        raise DatasetUnavailableError(_unavailable_message(name, paths, loader, exc)) from exc
+    x_train, x_test = np.asarray(x_train), np.asarray(x_test)
+    if name == "cifar10" and x_train.ndim == 4 and x_train.shape[1] == 3:
+        # keras.config.image_data_format() == "channels_first": keep our layout fixed.
+        x_train, x_test = x_train.transpose(0, 2, 3, 1), x_test.transpose(0, 2, 3, 1)
+    return x_train, np.asarray(y_train), x_test, np.asarray(y_test)
+
+
+def _unavailable_message(name: str, paths: Sequence[Path], loader: str, exc: BaseException) -> str:
+    """The text of :class:`DatasetUnavailableError`: what was missing, why, and the ways out."""
+    looked = "\n".join(f"  {p}  ({'found' if p.is_file() else 'missing'})" for p in paths)
+    depth = _CACHE_LAYOUT[name][0].count("/")  # how far below <root>/datasets the files are
+    datasets_dir = paths[0].parents[depth]
+    archive_hint = ""
+    if name == "cifar10":
+        # Keras itself only looks in its own cache root, so point there, not at cache_dir.
+        archive = cache_root() / "datasets" / "cifar-10-batches-py-target_archive"
+        archive_hint = (
+            f"  - or put the original cifar-10-python.tar.gz at {archive}:\n"
+            "    Keras checks its hash and extracts it without a download\n"
+        )
+    return (
+        f"data set {name!r} is not in the local cache and could not be downloaded.\n"
+        f"Looked for these files:\n{looked}\n"
+        f"Downloading with {loader} failed: {_one_line(exc)}\n"
+        "What to do (any one of):\n"
+        f"  - run {loader} on a machine with internet access and copy what it leaves in\n"
+        f"    ~/.keras/datasets/ to {datasets_dir}, keeping the layout (the paths above)\n"
+        f"{archive_hint}"
+        "  - set KERAS_HOME (or pass cache_dir=) to a directory whose datasets/ folder holds them\n"
+        '  - use dtf.data.load("digits"), which is bundled with scikit-learn: no download needed'
+    )
+
+
+def _one_line(exc: BaseException) -> str:
+    """``"URLError: <urlopen error offline>"``: the first line of an error, for a message."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    if len(first) > 300:
+        first = first[:297] + "..."
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
