@@ -37,6 +37,12 @@ class Request:
     gpu_memory_mb: int
     log_placement: bool
 
+    def __str__(self) -> str:
+        return (
+            f"setup({self.n}, kind={self.kind!r}, gpu_memory_mb={self.gpu_memory_mb}, "
+            f"log_placement={self.log_placement})"
+        )
+
 
 @dataclass(frozen=True)
 class DeviceSetup:
@@ -89,7 +95,7 @@ def setup(
         if _current.request == request:
             return _current
         raise DeviceConfigError(
-            f"Devices are already configured in this process ({_current.request}); "
+            f"Devices are already configured in this process by {_current.request}. "
             f"TensorFlow cannot change its device layout to {request} once it has "
             "initialised. Restart the kernel, then run the Setup cell with the new values."
         )

@@ -1,0 +1,46 @@
+"""Shared test helpers.
+
+TensorFlow fixes its device layout once per process, so tests of device configuration run
+small scripts in fresh Python processes (each import of TensorFlow costs ~3 s: the scripts
+check several things at once)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+
+
+def run_script(code: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter; fail with its output if it exits non-zero."""
+    full_env = {**os.environ, **QUIET_ENV, **(env or {})}
+    full_env.pop("PYTEST_CURRENT_TEST", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"script failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def last_json(proc: subprocess.CompletedProcess):
+    """The script's result: the last stdout line, as JSON."""
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def root() -> Path:
+    return ROOT
