@@ -19,7 +19,9 @@ ROOT = Path(__file__).resolve().parent.parent
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
-def run_script(code: str, timeout: float = 180, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_script(
+    code: str, timeout: float = 180, env: dict | None = None
+) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh interpreter; fail with its output if it exits non-zero."""
     full_env = {**os.environ, **QUIET_ENV, **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)

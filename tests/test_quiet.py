@@ -41,7 +41,9 @@ def test_without_quiet_tensorflow_is_noisy():
     above can fail)."""
     proc = subprocess.run(
         [sys.executable, "-c", "import tensorflow as tf; tf.ones([2]) + 1"],
-        capture_output=True, text=True, timeout=180,
+        capture_output=True,
+        text=True,
+        timeout=180,
         env={"PATH": "/usr/bin:/bin", "HOME": "/tmp"},
     )
     assert proc.returncode == 0, proc.stderr

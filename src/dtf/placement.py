@@ -35,7 +35,7 @@ _DEVICE = re.compile(
     r"^/job:(?P<job>[^/]+)(?:/replica:\d+)?/task:(?P<task>\d+)/device:(?P<dev>[A-Za-z_]+:\d+)$"
 )
 COLUMNS = ["op", "op_type", "device", "source", "device_full"]
-SYNC_TIMEOUT_S = 10.0
+SYNC_TIMEOUT_S = 30.0
 _SYNC = "\x00dtf-sync:"
 
 

@@ -1,0 +1,121 @@
+"""Every notebook follows the course template, and stored outputs are clean.
+
+Tutorials are committed with outputs from one fresh in-order run (make outputs); these
+tests fail when a notebook was edited without re-running it, when an output holds an error,
+a machine path or TensorFlow's C++ log noise, or when the navigation is stale."""
+
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+
+TUTORIALS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
+STUDENT_LABS = sorted((ROOT / "labs").glob("*.ipynb"))
+MACHINE_PATH = re.compile(
+    r"(/root\b|/home/|/tmp/|/Users/|/private/var/|[A-Z]:\\\\Users|site-packages)"
+)
+TF_NOISE = re.compile(
+    r"(^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] |^[IWEF]\d{4} |oneDNN custom operations"
+    r"|Unable to register cu|cuda_driver|computation_placer|absl::InitializeLog)",
+    re.M,
+)
+
+
+def load(path):
+    return nbformat.read(path, as_version=4)
+
+
+def output_text(output) -> str:
+    if output.output_type == "stream":
+        return output.text
+    if output.output_type == "error":
+        return "\n".join(output.traceback)
+    data = output.get("data", {})
+    return "\n".join(str(v) for k, v in data.items() if k.startswith("text/"))
+
+
+def test_there_are_tutorials():
+    assert [p.name[:2] for p in TUTORIALS][:1] == ["00"]
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_template(path):
+    nb = load(path)
+    assert re.fullmatch(r"\d{2}_[a-z0-9_]+\.ipynb", path.name), "name: NN_topic.ipynb"
+    first = nb.cells[0]
+    assert first.cell_type == "markdown"
+    m = re.match(r"# (\d{2}) · \S", first.source)
+    assert m and m.group(1) == path.name[:2], "first line: '# NN · Title' matching the file"
+    assert "<!--navigation-->" in first.source and "<!--navigation-->" in nb.cells[-1].source
+    headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"]
+    assert "## Overview" in headings and "## Setup" in headings
+    assert nb.cells[-1].cell_type == "markdown" and nb.cells[-1].source.startswith("## Summary")
+    tagged = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and nb.cells[tagged[0]].cell_type == "code", "one parameters cell"
+    setup_md = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## Setup"))
+    assert tagged[0] < setup_md, "parameters come before Setup"
+    setup_code = next(c for c in nb.cells[setup_md:] if c.cell_type == "code").source
+    assert "quiet.quiet()" in setup_code and "import tensorflow" in setup_code
+    assert setup_code.index("quiet.quiet()") < setup_code.index("import tensorflow"), (
+        "TensorFlow's log settings must be set before it is imported"
+    )
+    before = "\n".join(c.source for c in nb.cells[:setup_md] if c.cell_type == "code")
+    assert "import tensorflow" not in before
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
+def test_stored_outputs_from_one_clean_in_order_run(path):
+    nb = load(path)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    counts = [c.execution_count for c in code]
+    assert counts == list(range(1, len(code) + 1)), "re-run with: make outputs"
+    assert not any("injected-parameters" in c.metadata.get("tags", []) for c in code)
+    for i, cell in enumerate(code, 1):
+        for out in cell.outputs:
+            assert out.output_type != "error", f"cell [{i}] stored an error"
+            text = output_text(out)
+            assert not MACHINE_PATH.search(text), f"cell [{i}] shows a machine path: {text[:300]}"
+            assert not TF_NOISE.search(text), f"cell [{i}] shows TensorFlow log noise: {text[:300]}"
+            assert not (out.output_type == "stream" and out.name == "stderr"), (
+                f"cell [{i}] wrote to stderr: {out.text[:300]}"
+            )
+
+
+@pytest.mark.parametrize(
+    "path", SOLUTIONS + STUDENT_LABS, ids=lambda p: p.parent.name + "/" + p.name
+)
+def test_labs_are_committed_without_outputs(path):
+    nb = load(path)
+    assert re.match(r"# Lab (\d{2}) · \S", nb.cells[0].source), "first line: '# Lab NN · Title'"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert not cell.outputs and cell.execution_count is None
+
+
+def test_navigation_and_contents_are_up_to_date():
+    proc = subprocess.run(
+        [sys.executable, "tools/contents.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_ruff_clean():
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "src", "tools", "tests"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stdout
