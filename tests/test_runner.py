@@ -1,0 +1,298 @@
+"""Tests for the headless notebook tools (tools/run_notebooks.py, tools/execute_in_place.py).
+
+The notebooks are tiny and built on the fly (no TensorFlow); each execution still costs a
+kernel start (a few seconds, most of it importing papermill/nbformat), so several notebooks
+share one runner invocation through module-scoped fixtures.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+run_notebooks = importlib.import_module("run_notebooks")
+execute_in_place = importlib.import_module("execute_in_place")
+nbtools = importlib.import_module("nbtools")
+
+# The first cell of a notebook starts ~6 s after the runner starts it on 2 idle cores (~8 s
+# with both cores busy): importing papermill alone takes ~2.5 s. The notebook must start its
+# subprocess before the limit hits, so a 3 s limit would test nothing.
+SLOW_TIMEOUT_S = 15
+
+# Starts `sleep 600` detached from the kernel (sh exits at once, sleep is re-parented to
+# init), so ipykernel's own clean-up of its children on shutdown cannot see it.
+LEAK_SOURCE = """\
+import subprocess
+out = subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
+                     capture_output=True, text=True, check=True, timeout=10)
+open("leak.pid", "w").write(out.stdout.strip())
+"""
+
+
+def make_notebook(path: Path, *sources: str, parameters: str | None = None) -> Path:
+    """Write a notebook with one code cell per source (and a `parameters` cell first)."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    if parameters is not None:
+        cell = nbformat.v4.new_code_cell(parameters)
+        cell.metadata["tags"] = ["parameters"]
+        nb.cells.append(cell)
+    nb.cells.extend(nbformat.v4.new_code_cell(src) for src in sources)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+def is_gone(pid: int) -> bool:
+    """True if ``pid`` has exited (a zombie waiting for init to reap it counts as gone)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def rows_by_notebook(report_json: dict) -> dict[str, dict]:
+    return {row["notebook"]: row for row in report_json["results"]}
+
+
+# --------------------------------------------------------------------------- runner: one batch
+
+
+@pytest.fixture(scope="module")
+def slow_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespace]:
+    """Start the timeout scenario through the command line, in the background.
+
+    Once its kernel is up it only sleeps, so it overlaps with the batch below instead of
+    adding its whole time limit to the test run.
+    """
+    tmp = tmp_path_factory.mktemp("slow")
+    nb = make_notebook(
+        tmp / "nbs" / "slow.ipynb",
+        "import subprocess\nchild = subprocess.Popen(['sleep', '600'])\n"
+        "open('child.pid', 'w').write(str(child.pid))",
+        "import time\ntime.sleep(600)",
+    )
+    cmd = [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), "nbs/slow.ipynb"]
+    cmd += ["--timeout", str(SLOW_TIMEOUT_S), "--report-dir", "reports", "--output-dir", "out"]
+    proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    yield SimpleNamespace(proc=proc, nb=nb, reports=tmp / "reports")
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory: pytest.TempPathFactory, slow_run: SimpleNamespace) -> SimpleNamespace:
+    """Run three notebooks (pass + metric + leak, parameters, failure) in one invocation."""
+    tmp = tmp_path_factory.mktemp("batch")
+    nbs = tmp / "nbs"
+    make_notebook(
+        nbs / "a_metrics.ipynb",
+        "import dtf.metrics\ndtf.metrics.record('acc', 0.9)\n"
+        "dtf.metrics.record('label', '<b>x</b> | y')",
+        LEAK_SOURCE,
+    )
+    make_notebook(
+        nbs / "b_params.ipynb",
+        "assert EPOCHS == 2, EPOCHS\nassert MODE == 'fast', MODE\n"
+        "import dtf.metrics\ndtf.metrics.record('epochs', EPOCHS)",
+        parameters="EPOCHS = 10\nMODE = 'slow'",
+    )
+    make_notebook(nbs / "c_fail.ipynb", "x = 1", "raise ValueError('boom <script>')")
+    (nbs / ".ipynb_checkpoints").mkdir()
+    make_notebook(nbs / ".ipynb_checkpoints" / "a_metrics-checkpoint.ipynb", "1/0")
+    out, reports = tmp / "out", tmp / "reports"
+    argv = [str(nbs), "-p", "EPOCHS", "2", "-p", "MODE", "fast", "--timeout", "120"]
+    argv += ["--output-dir", str(out), "--report-dir", str(reports)]
+    rc = run_notebooks.main(argv)
+    return SimpleNamespace(
+        tmp=tmp,
+        nbs=nbs,
+        out=out,
+        rc=rc,
+        md=(reports / "report.md").read_text(encoding="utf-8"),
+        html=(reports / "report.html").read_text(encoding="utf-8"),
+        data=json.loads((reports / "report.json").read_text(encoding="utf-8")),
+        reports=reports,
+    )
+
+
+def test_exit_code_is_1_when_a_notebook_fails(batch: SimpleNamespace) -> None:
+    assert batch.rc == 1
+
+
+def test_statuses_metrics_and_errors(batch: SimpleNamespace) -> None:
+    rows = rows_by_notebook(batch.data)
+    assert list(rows) == ["a_metrics.ipynb", "b_params.ipynb", "c_fail.ipynb"]
+    assert [r["status"] for r in rows.values()] == ["passed", "passed", "failed"]
+    assert rows["a_metrics.ipynb"]["metrics"] == {"acc": 0.9, "label": "<b>x</b> | y"}
+    assert rows["b_params.ipynb"]["metrics"] == {"epochs": 2}
+    assert rows["c_fail.ipynb"]["error"].startswith("ValueError: boom <script>")
+    assert batch.data["counts"] == {"passed": 2, "failed": 1, "timeout": 0}
+    assert batch.data["parameters"] == {"EPOCHS": 2, "MODE": "fast"}
+    for row in rows.values():
+        assert row["seconds"] > 0 and row["peak_mib"] > 10
+
+
+def test_leftover_process_is_stopped_and_reported(batch: SimpleNamespace) -> None:
+    pid = int((batch.nbs / "leak.pid").read_text())  # written relative to the notebook's dir
+    assert is_gone(pid)
+    row = rows_by_notebook(batch.data)["a_metrics.ipynb"]
+    assert row["status"] == "passed"
+    assert any("leftover" in w and "sleep" in w for w in row["warnings"])
+
+
+def test_report_md(batch: SimpleNamespace) -> None:
+    lines = batch.md.splitlines()
+    assert any(line.startswith("**2 passed, 1 failed** in ") for line in lines)
+    assert "(parameters: EPOCHS=2, MODE='fast')" in batch.md
+    table = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ")}
+    assert "| passed |" in table["a_metrics.ipynb"] and "acc=0.9" in table["a_metrics.ipynb"]
+    assert "epochs=2" in table["b_params.ipynb"]
+    assert "| failed |" in table["c_fail.ipynb"] and "ValueError: boom" in table["c_fail.ipynb"]
+    assert "x\\</b> \\| y" in table["a_metrics.ipynb"]  # a pipe must not split the row
+    assert all(line.count("|") - line.count("\\|") == 7 for line in table.values())
+
+
+def test_report_html_escapes(batch: SimpleNamespace) -> None:
+    assert batch.html.startswith("<!DOCTYPE html>")
+    assert "<script>" not in batch.html
+    assert "boom &lt;script&gt;" in batch.html
+    assert "label=&lt;b&gt;x&lt;/b&gt; | y" in batch.html
+    assert 'class="failed"' in batch.html
+
+
+def test_reports_use_relative_paths(batch: SimpleNamespace) -> None:
+    for text in (batch.md, batch.html, json.dumps(batch.data)):
+        assert str(batch.tmp) not in text
+        assert str(ROOT) not in text
+
+
+def test_executed_copies_and_progress(batch: SimpleNamespace) -> None:
+    executed = nbformat.read(batch.out / "b_params.ipynb", as_version=4)
+    assert executed.metadata["papermill"]["parameters"] == {"EPOCHS": 2, "MODE": "fast"}
+    assert (batch.out / "c_fail.ipynb").exists()  # papermill saves the failing notebook
+    assert not (batch.out / "a_metrics-checkpoint.ipynb").exists()
+
+
+def test_write_reports_directly(tmp_path: Path) -> None:
+    results = [
+        run_notebooks.Result("x.ipynb", "passed", 1.25, 100.0, {"acc": 0.951234}),
+        run_notebooks.Result("y.ipynb", "timeout", 3.0, 50.0, error="timed out after 3 s"),
+    ]
+    written = run_notebooks.write_reports(results, tmp_path, params={}, total_seconds=4.25)
+    assert [p.name for p in written] == ["report.md", "report.html", "report.json"]
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "**1 passed, 1 timeout** in 4.2 s (default parameters)" in md
+    assert "acc=0.9512" in md
+
+
+# --------------------------------------------------------------------------- runner: timeout
+
+
+def test_timeout_kills_the_whole_tree(slow_run: SimpleNamespace) -> None:
+    out, err = slow_run.proc.communicate(timeout=SLOW_TIMEOUT_S + 90)
+    assert slow_run.proc.returncode == 1, err
+    pid_file = slow_run.nb.parent / "child.pid"
+    assert pid_file.exists(), "the kernel did not get to the first cell before the timeout"
+    assert is_gone(int(pid_file.read_text()))
+    (row,) = json.loads((slow_run.reports / "report.json").read_text(encoding="utf-8"))["results"]
+    assert row["notebook"] == "nbs/slow.ipynb"  # relative to the current directory
+    assert row["status"] == "timeout"
+    assert row["seconds"] < SLOW_TIMEOUT_S + nbtools.KILL_GRACE_S + 5
+    assert f"timed out after {SLOW_TIMEOUT_S} s" in row["error"]
+    assert "**1 timeout**" in (slow_run.reports / "report.md").read_text(encoding="utf-8")
+    assert "[1/1] nbs/slow.ipynb ..." in out and "  timeout in " in out
+
+
+# --------------------------------------------------------------------------- runner: usage
+
+
+def test_discover_expands_and_sorts(tmp_path: Path) -> None:
+    for name in ("b.ipynb", "a.ipynb", ".ipynb_checkpoints/a-checkpoint.ipynb"):
+        make_notebook(tmp_path / name, "1")
+    (tmp_path / "notes.txt").write_text("not a notebook")
+    found = run_notebooks.discover([tmp_path, tmp_path / "a.ipynb"])
+    assert [p.name for p in found] == ["a.ipynb", "b.ipynb"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["does/not/exist.ipynb"], "no such file or directory"),
+        (["{tmp}"], "no notebooks found"),
+        (["{tmp}/x.ipynb", "-k", "zzz"], "no notebook matches"),
+        (["{tmp}/x.ipynb", "-p", "not-a-name", "1"], "not a Python identifier"),
+        (["{tmp}/x.ipynb", "--timeout", "0"], "must be > 0"),
+    ],
+)
+def test_usage_errors_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    if any("x.ipynb" in a for a in argv):
+        make_notebook(tmp_path / "x.ipynb", "1")
+    argv = [a.replace("{tmp}", str(tmp_path if "x.ipynb" in a else empty)) for a in argv]
+    assert run_notebooks.main([*argv, "--report-dir", str(tmp_path / "r")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_parse_value() -> None:
+    assert run_notebooks.parse_value("3") == 3
+    assert run_notebooks.parse_value("0.5") == 0.5
+    assert run_notebooks.parse_value("[1, 2]") == [1, 2]
+    assert run_notebooks.parse_value("True") is True
+    assert run_notebooks.parse_value("adam") == "adam"
+    assert run_notebooks.parse_value("'quoted'") == "quoted"
+
+
+# --------------------------------------------------------------------------- execute in place
+
+
+def test_execute_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    ok = make_notebook(tmp_path / "1_ok.ipynb", "x = 21", "", "print(x * 2)", "x")
+    nb = nbformat.read(ok, as_version=4)
+    nb.cells[0].outputs = [nbformat.v4.new_output("stream", text="stale\n")]
+    nb.cells[0].execution_count = 7
+    nb.cells[0].metadata["execution"] = {"iopub.status.busy": "2020-01-01T00:00:00Z"}
+    nb.metadata["papermill"] = {"parameters": {}}
+    nbformat.write(nb, ok)
+    bad = make_notebook(tmp_path / "2_bad.ipynb", "y = 1", "raise ValueError('boom')")
+    later = make_notebook(tmp_path / "3_later.ipynb", "z = 3")
+    before = {p: p.read_bytes() for p in (bad, later)}
+
+    assert execute_in_place.main([str(ok), str(bad), str(later), "--timeout", "60"]) == 1
+
+    after = nbformat.read(ok, as_version=4)
+    code = [c for c in after.cells if c.cell_type == "code" and c.source.strip()]
+    assert [c.execution_count for c in code] == [1, 2, 3]
+    assert code[0].outputs == []
+    assert code[1].outputs[0]["text"] == "42\n"
+    assert code[2].outputs[0]["data"]["text/plain"] == "21"
+    assert all("execution" not in c.metadata for c in after.cells)
+    assert "papermill" not in after.metadata
+    assert after.metadata["kernelspec"]["name"] == "python3"
+    assert after.metadata["language_info"]["name"] == "python"
+    assert {p: p.read_bytes() for p in (bad, later)} == before
+    assert not list(tmp_path.glob(".*.tmp"))  # no temp files left behind
+    captured = capsys.readouterr()
+    assert "[1/3] 1_ok.ipynb ..." in captured.out
+    assert "2_bad.ipynb failed at cell index 1: ValueError: boom" in captured.err
+    assert "[3/3]" not in captured.out

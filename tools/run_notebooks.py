@@ -1,0 +1,617 @@
+"""Run the course notebooks headless with papermill and write a run report (``make run``).
+
+Usage::
+
+    python tools/run_notebooks.py [PATH ...] [-p NAME VALUE ...] [-k PATTERN]
+        [--timeout S] [--cell-timeout S] [--output-dir DIR] [--report-dir DIR] [--kernel NAME]
+
+Each notebook runs in its own child process and process group, with its folder as the working
+directory (as in JupyterLab), a fresh ``DTF_METRICS_FILE`` and a wall-clock limit. Everything
+the notebook started is stopped afterwards. The report (``report.md``, ``report.html``,
+``report.json`` in ``--report-dir``) lists status, wall time, peak memory of the whole process
+tree, the metrics the notebook recorded with ``dtf.metrics.record`` and the first error.
+
+Exit status: 0 all passed, 1 some failed or timed out, 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import nbtools
+import psutil
+from nbtools import REPO_ROOT, UsageError, display_path, say, say_start
+
+DEFAULT_GLOBS = ("notebooks/*.ipynb", "labs/solutions/*.ipynb")
+WORKER_FLAG = "--_worker"  # internal: run one notebook in this (child) process
+SAMPLE_INTERVAL_S = 0.25
+SUMMARY_MAX = 200
+STATUSES = ("passed", "failed", "timeout")
+
+try:
+    import dtf.metrics as dtf_metrics
+except ImportError:  # running from a checkout without `pip install -e .`
+    sys.path.insert(0, str(REPO_ROOT / "src"))
+    import dtf.metrics as dtf_metrics
+
+
+@dataclass
+class Result:
+    """The outcome of one notebook, as shown in the report (paths relative, never absolute)."""
+
+    notebook: str
+    status: str
+    seconds: float
+    peak_mib: float
+    metrics: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    executed: str | None = None
+    log: str | None = None
+    returncode: int | None = None
+
+    @property
+    def note(self) -> str:
+        """Error and warnings in one line, for the report's last column."""
+        return "; ".join([*([self.error] if self.error else []), *self.warnings])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def discover(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Notebooks to run: ``paths`` expanded, or the tutorials then the lab solutions."""
+    return nbtools.discover(paths, DEFAULT_GLOBS)
+
+
+def parse_value(text: str) -> Any:
+    """A ``-p`` value as a Python literal (``1``, ``0.5``, ``[1, 2]``, ``True``), else a string."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def one_line(text: str, limit: int = SUMMARY_MAX, scrub: Sequence[Path] = ()) -> str:
+    """Collapse ``text`` to one short line without colour codes or absolute directories."""
+    text = _ANSI.sub("", text)
+    for directory in scrub:
+        text = text.replace(str(directory) + os.sep, "")
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def format_value(value: Any) -> str:
+    """Metric values for humans: floats to 4 significant digits."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
+def format_metrics(metrics: dict[str, Any], sep: str = ", ") -> str:
+    return sep.join(f"{k}={format_value(v)}" for k, v in metrics.items())
+
+
+def format_params(params: dict[str, Any]) -> str:
+    if not params:
+        return "default parameters"
+    return "parameters: " + ", ".join(f"{k}={v!r}" for k, v in params.items())
+
+
+class TreeSampler:
+    """Samples the summed RSS of a process and all its descendants in a background thread.
+
+    It also remembers every descendant it saw, so processes that outlive their parent (and
+    get re-parented to init) can still be found and stopped.
+    """
+
+    def __init__(self, pid: int, interval: float = SAMPLE_INTERVAL_S) -> None:
+        self.pid = pid
+        self.interval = interval
+        self.peak_bytes = 0
+        self.seen: dict[int, psutil.Process] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"sampler-{pid}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def sample(self) -> None:
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            return
+        total = 0
+        for proc in procs:
+            self.seen.setdefault(proc.pid, proc)
+            try:
+                total += proc.memory_info().rss
+            except (psutil.NoSuchProcess, psutil.AccessDenied):
+                continue
+        self.peak_bytes = max(self.peak_bytes, total)
+
+    def _loop(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.interval):
+                return
+
+
+# --------------------------------------------------------------------------- worker (child)
+
+
+def _worker(spec_json: str) -> int:
+    """Execute one notebook with papermill; runs in the child process started by run_one.
+
+    On failure the error (name, message, cell) goes to ``spec["error_file"]`` as JSON, which
+    is more reliable than parsing tracebacks out of stderr.
+    """
+    spec = json.loads(spec_json)
+    import papermill
+    from papermill.exceptions import PapermillExecutionError
+
+    params = {name: ast.literal_eval(text) for name, text in spec["parameters"].items()}
+    error: dict[str, Any]
+    try:
+        papermill.execute_notebook(
+            spec["input"],
+            spec["output"],
+            parameters=params,
+            kernel_name=spec["kernel"],
+            progress_bar=False,
+            log_output=False,
+            cwd=spec["cwd"],
+            execution_timeout=spec["cell_timeout"],
+        )
+        return 0
+    except PapermillExecutionError as exc:
+        error = {"ename": exc.ename, "evalue": exc.evalue, "exec_count": exc.exec_count}
+    except Exception as exc:  # kernel died, cell timeout, bad notebook file, ...
+        error = {"ename": type(exc).__name__, "evalue": str(exc), "exec_count": None}
+    Path(spec["error_file"]).write_text(json.dumps(error), encoding="utf-8")
+    print(f"{error['ename']}: {error['evalue']}", file=sys.stderr, flush=True)
+    return 1
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def _load_json(path: Path) -> dict[str, Any] | None:
+    """A JSON file, e.g. an executed notebook (importing nbformat would cost the parent ~1 s)."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _error_from_notebook(path: Path) -> dict[str, Any] | None:
+    """The first error output of an executed notebook (papermill saves it before raising)."""
+    nb = _load_json(path) or {}
+    for cell in nb.get("cells", []):
+        for output in cell.get("outputs", []):
+            if output.get("output_type") == "error":
+                return {
+                    "ename": output.get("ename", "Error"),
+                    "evalue": output.get("evalue", ""),
+                    "exec_count": cell.get("execution_count"),
+                }
+    return None
+
+
+def _running_cell(path: Path) -> str | None:
+    """Which cell was running when a notebook was killed (papermill marks it in metadata)."""
+    cells = (_load_json(path) or {}).get("cells", [])
+    for index, cell in enumerate(cells):
+        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
+            count = cell.get("execution_count")
+            return f"In [{count}]" if count else f"cell {index + 1} of {len(cells)}"
+    return None
+
+
+def _last_error_line(log_path: Path) -> str | None:
+    """Fallback summary: the last ``SomeError: message`` line of the child's output."""
+    try:
+        lines = log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    pattern = re.compile(r"^\s*[\w.]*(Error|Exception|Interrupt|Exit)\b")
+    for line in reversed(lines):
+        if pattern.match(_ANSI.sub("", line)):
+            return line
+    return next((line for line in reversed(lines) if line.strip()), None)
+
+
+def _read_metrics(path: Path) -> dict[str, Any]:
+    """Metrics the notebook recorded; a line cut off by a kill must not crash the report."""
+    try:
+        return dtf_metrics.read(path)
+    except (ValueError, KeyError, TypeError):
+        pass  # keep the lines that are intact
+    metrics: dict[str, Any] = {}
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return metrics
+    for line in lines:
+        try:
+            item = json.loads(line)
+            metrics[item["name"]] = item["value"]
+        except (ValueError, KeyError, TypeError):
+            continue
+    return metrics
+
+
+def _summarise(error: dict[str, Any]) -> str:
+    text = f"{error['ename']}: {error['evalue']}" if error.get("evalue") else error["ename"]
+    if error.get("exec_count"):
+        text += f" (In [{error['exec_count']}])"
+    return text
+
+
+def run_one(
+    path: Path,
+    params: dict[str, Any],
+    *,
+    output_path: Path,
+    metrics_path: Path,
+    log_path: Path,
+    timeout: float = 300,
+    cell_timeout: float | None = None,
+    kernel: str = "python3",
+    name: str | None = None,
+) -> Result:
+    """Run one notebook in a child process and return what happened.
+
+    The child gets its own session so that a timeout can stop it with one signal to its
+    group; the kernel (which jupyter_client puts in yet another session) and whatever the
+    notebook started are found through the sampler and the run token and stopped as well.
+    """
+    path = path.resolve()
+    name = name or display_path(path)
+    for target in (output_path, metrics_path, log_path):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.unlink(missing_ok=True)
+    error_file = log_path.with_suffix(".error.json")
+    error_file.unlink(missing_ok=True)
+    token = nbtools.new_run_token()
+    spec = {
+        "input": str(path),
+        "output": str(output_path.resolve()),
+        "parameters": {k: repr(v) for k, v in params.items()},
+        "kernel": kernel,
+        "cwd": str(path.parent),
+        "cell_timeout": cell_timeout if cell_timeout is not None else timeout,
+        "error_file": str(error_file.resolve()),
+    }
+    cmd = [sys.executable, str(Path(__file__).resolve()), WORKER_FLAG, json.dumps(spec)]
+    start = time.monotonic()
+    with open(log_path, "wb") as log:
+        child = subprocess.Popen(
+            cmd,
+            cwd=path.parent,
+            env=nbtools.child_env(token, metrics_path),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        sampler = TreeSampler(child.pid)
+        sampler.start()
+        timed_out = False
+        try:
+            child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            sampler.stop()
+            sampler.sample()  # one last look at the tree, now that the thread is done
+            nbtools.terminate([*sampler.seen.values(), *nbtools.find_tagged(token)], child=child)
+        except BaseException:  # Ctrl-C: do not leave a kernel behind
+            sampler.stop()
+            nbtools.terminate([*sampler.seen.values(), *nbtools.find_tagged(token)], child=child)
+            raise
+        finally:
+            sampler.stop()
+        seconds = time.monotonic() - start
+    leftovers = nbtools.kill_leftovers(token, also=sampler.seen.values())
+
+    scrub = [path.parent, REPO_ROOT]
+    report_dir = log_path.parent.parent  # logs live in <report-dir>/logs
+    result = Result(
+        notebook=name,
+        status="passed",
+        seconds=round(seconds, 2),
+        peak_mib=round(sampler.peak_bytes / 2**20, 1),
+        metrics=_read_metrics(metrics_path),
+        executed=(
+            display_path(output_path, report_dir, output_path.parent)
+            if output_path.exists()
+            else None
+        ),
+        log=display_path(log_path, report_dir),
+        returncode=child.returncode,
+    )
+    if timed_out:
+        result.status = "timeout"
+        running = _running_cell(output_path) if output_path.exists() else None
+        where = f" while {running} was running" if running else ""
+        result.error = f"timed out after {timeout:g} s{where}"
+    elif child.returncode != 0:
+        result.status = "failed"
+        error = None
+        error = _load_json(error_file) or _error_from_notebook(output_path)
+        if error is not None:
+            if error["ename"] == "CellTimeoutError":
+                result.status = "timeout"
+            result.error = one_line(_summarise(error), scrub=scrub)
+        else:
+            line = _last_error_line(log_path) or ""
+            result.error = one_line(f"exit status {child.returncode}: {line}", scrub=scrub)
+    if leftovers and not timed_out:
+        result.warnings.append(one_line("stopped leftover processes: " + "; ".join(leftovers)))
+    return result
+
+
+# --------------------------------------------------------------------------- reports
+
+
+def _md_cell(text: str) -> str:
+    """Make text safe inside a Markdown table cell (pipes split cells, `<` starts HTML)."""
+    text = " ".join(text.split())
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("<", "\\<")
+
+
+def counts_text(results: Sequence[Result]) -> str:
+    """``3 passed, 1 failed``: only the statuses that occurred, in a fixed order."""
+    counts = {s: sum(r.status == s for r in results) for s in STATUSES}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "0 notebooks"
+
+
+def summary_line(
+    results: Sequence[Result], total_seconds: float, params: dict[str, Any], *, bold: bool = False
+) -> str:
+    """``3 passed, 1 failed in 74.2 s (parameters: EPOCHS=1)``, counts in bold for Markdown."""
+    counts = f"**{counts_text(results)}**" if bold else counts_text(results)
+    return f"{counts} in {total_seconds:.1f} s ({format_params(params)})"
+
+
+def _markdown(results: Sequence[Result], total_seconds: float, params: dict[str, Any]) -> str:
+    lines = [
+        "# Notebook run report",
+        "",
+        _md_cell(summary_line(results, total_seconds, params, bold=True)),
+        "",
+        "| notebook | status | time s | peak MiB | metrics | note |",
+        "|---|---|--:|--:|---|---|",
+    ]
+    for r in results:
+        metrics = "<br>".join(_md_cell(f"{k}={format_value(v)}") for k, v in r.metrics.items())
+        lines.append(
+            f"| {_md_cell(r.notebook)} | {r.status} | {r.seconds:.1f} | {r.peak_mib:.0f} "
+            f"| {metrics} | {_md_cell(r.note)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+_HTML_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; vertical-align: top; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.passed { background: #d8f5d8; } .failed { background: #f8d0d0; } .timeout { background: #fde7c0; }
+"""
+
+
+def _html(results: Sequence[Result], total_seconds: float, params: dict[str, Any]) -> str:
+    esc = html.escape
+    rows = []
+    for r in results:
+        metrics = "<br>".join(esc(f"{k}={format_value(v)}") for k, v in r.metrics.items())
+        rows.append(
+            f'<tr class="{esc(r.status)}"><td>{esc(r.notebook)}</td><td>{esc(r.status)}</td>'
+            f'<td class="num">{r.seconds:.1f}</td><td class="num">{r.peak_mib:.0f}</td>'
+            f"<td>{metrics}</td><td>{esc(r.note)}</td></tr>"
+        )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>Notebook run report</title>\n<style>{_HTML_STYLE}</style>\n</head>\n<body>\n"
+        "<h1>Notebook run report</h1>\n"
+        f"<p><strong>{esc(summary_line(results, total_seconds, params))}</strong></p>\n"
+        "<table>\n<thead><tr><th>notebook</th><th>status</th><th>time s</th><th>peak MiB</th>"
+        "<th>metrics</th><th>note</th></tr></thead>\n<tbody>\n"
+        + "\n".join(rows)
+        + "\n</tbody>\n</table>\n</body>\n</html>\n"
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+        return value
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def write_reports(
+    results: Sequence[Result],
+    report_dir: Path,
+    *,
+    params: dict[str, Any] | None = None,
+    total_seconds: float | None = None,
+) -> list[Path]:
+    """Write ``report.md``, ``report.html`` and ``report.json`` into ``report_dir``."""
+    params = params or {}
+    if total_seconds is None:
+        total_seconds = sum(r.seconds for r in results)
+    report_dir.mkdir(parents=True, exist_ok=True)
+    data = {
+        "summary": summary_line(results, total_seconds, params),
+        "counts": {s: sum(r.status == s for r in results) for s in STATUSES},
+        "total_seconds": round(total_seconds, 2),
+        "parameters": {k: _jsonable(v) for k, v in params.items()},
+        "results": [{**asdict(r), "note": r.note} for r in results],
+    }
+    outputs = {
+        "report.md": _markdown(results, total_seconds, params),
+        "report.html": _html(results, total_seconds, params),
+        "report.json": json.dumps(data, indent=2, ensure_ascii=False) + "\n",
+    }
+    written = []
+    for filename, text in outputs.items():
+        target = report_dir / filename
+        target.write_text(text, encoding="utf-8")
+        written.append(target)
+    return written
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _positive(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="run_notebooks.py",
+        description="Run notebooks headless with papermill and write build/report.{md,html,json}.",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        help="notebooks or folders (default: notebooks/*.ipynb, then labs/solutions/*.ipynb)",
+    )
+    parser.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="papermill parameter; VALUE is a Python literal, else a string (repeatable)",
+    )
+    parser.add_argument(
+        "-k",
+        dest="patterns",
+        action="append",
+        default=[],
+        metavar="PATTERN",
+        help="only notebooks whose path contains PATTERN (repeatable: any of them)",
+    )
+    parser.add_argument(
+        "--timeout", type=_positive, default=300.0, help="wall-clock limit per notebook, s"
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=_positive,
+        default=None,
+        help="limit per cell, s (default: --timeout)",
+    )
+    parser.add_argument("--output-dir", type=Path, default=Path("build/executed"))
+    parser.add_argument("--report-dir", type=Path, default=Path("build"))
+    parser.add_argument("--kernel", default="python3", help="Jupyter kernel name")
+    return parser
+
+
+def _unique_stems(paths: Sequence[Path]) -> list[str]:
+    """File stems, suffixed where two notebooks share one, for metrics and log file names."""
+    seen: dict[str, int] = {}
+    out = []
+    for path in paths:
+        n = seen.get(path.stem, 0) + 1
+        seen[path.stem] = n
+        out.append(path.stem if n == 1 else f"{path.stem}-{n}")
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [WORKER_FLAG] and len(argv) == 2:
+        return _worker(argv[1])
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse already printed the message
+        return int(exc.code or 0)
+    try:
+        params: dict[str, Any] = {}
+        for pname, text in args.parameter:
+            if not pname.isidentifier():
+                raise UsageError(f"parameter name is not a Python identifier: {pname!r}")
+            params[pname] = parse_value(text)
+        notebooks = discover(args.paths)
+        if not notebooks:
+            raise UsageError("no notebooks found in " + (" ".join(args.paths) or "the defaults"))
+        base = nbtools.common_parent(notebooks)
+        names = [display_path(p, base) for p in notebooks]
+        if args.patterns:
+            keep = [i for i, n in enumerate(names) if any(pat in n for pat in args.patterns)]
+            if not keep:
+                raise UsageError(f"no notebook matches -k {' / '.join(args.patterns)}")
+            notebooks = [notebooks[i] for i in keep]
+            names = [names[i] for i in keep]
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        say(f"{parser.prog}: error: {exc}", err=True)
+        return 2
+
+    output_dir: Path = args.output_dir.resolve()
+    report_dir: Path = args.report_dir.resolve()
+    results: list[Result] = []
+    start = time.monotonic()
+    for index, (path, name, stem) in enumerate(
+        zip(notebooks, names, _unique_stems(notebooks), strict=True), start=1
+    ):
+        say_start(index, len(notebooks), name)
+        result = run_one(
+            path,
+            params,
+            output_path=output_dir / name,
+            metrics_path=report_dir / "metrics" / f"{stem}.jsonl",
+            log_path=report_dir / "logs" / f"{stem}.log",
+            timeout=args.timeout,
+            cell_timeout=args.cell_timeout,
+            kernel=args.kernel,
+            name=name,
+        )
+        results.append(result)
+        details = [f"peak {result.peak_mib:.0f} MiB"]
+        if result.metrics:
+            details.append(format_metrics(result.metrics))
+        line = f"  {result.status} in {result.seconds:.1f} s, " + ", ".join(details)
+        if result.note:
+            line += f": {result.note}"
+        say(line)
+    total = time.monotonic() - start
+    written = write_reports(results, report_dir, params=params, total_seconds=total)
+    say(summary_line(results, total, params))
+    say("report: " + ", ".join(display_path(p, report_dir.parent) for p in written))
+    return 0 if all(r.status == "passed" for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
