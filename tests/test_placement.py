@@ -81,6 +81,10 @@ def test_capture_in_a_script():
 
         with placement.capture() as log2:
             f(a, b)
+        with placement.capture(echo=True) as log3:
+            tf.add(a, 1.0)
+            inside = log3.counts(source="graph").to_dict()  # usable inside the block
+        print("ECHO DONE")
         tf.matmul(b, a)  # outside any block: its placement lines must not be printed
         print(json.dumps({
             "eager": log.table[["op_type", "device"]].values.tolist(),
@@ -88,6 +92,7 @@ def test_capture_in_a_script():
             "counts": log2.counts().to_dict(),
             "matmul_on": log2.device_of("MatMul"),
             "c": c.numpy().tolist(),
+            "echoed": log3.text,
         }))
         """
     )
@@ -100,6 +105,8 @@ def test_capture_in_a_script():
     # Only lines printed before the first capture (TensorFlow's own, raw) may be
     # placement lines; none from after it.
     after = proc.stdout.split("user output inside the block", 1)[1]
+    echoed, after = after.split("ECHO DONE", 1)
+    assert r["echoed"] and r["echoed"] in echoed  # echo=True shows the raw lines
     assert not any(placement.LINE.match(line) for line in after.splitlines())
 
 

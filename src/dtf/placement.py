@@ -121,23 +121,39 @@ class _PythonStreamFilter:
 
 @dataclass
 class PlacementLog:
-    """What one :func:`capture` block saw. ``table`` is filled when the block ends."""
+    """What one :func:`capture` block saw: the raw ``lines`` and, parsed, ``table``."""
 
     include_internal: bool = False
     lines: list[str] = field(default_factory=list)
-    table: object = None
 
     @property
     def text(self) -> str:
         return "".join(self.lines)
 
-    def counts(self):
-        """Number of ops per device (a pandas Series), for a bar chart."""
-        return self.table.groupby("device").size().rename("ops")
+    @property
+    def table(self):
+        """One row per logged op (see :func:`parse`): placer rows first, then eager rows,
+        each in log order. (The two kinds reach Python by different routes, so their
+        interleaving is not reproducible; this order is.) Complete once the block ends."""
+        table = parse(self.text, include_internal=self.include_internal)
+        order = table.source.map({"graph": 0, "eager": 1})
+        return table.iloc[order.argsort(kind="stable")].reset_index(drop=True)
+
+    def counts(self, source: str | None = None):
+        """Number of ops per device (a pandas Series), for a bar chart. ``source``:
+        ``"graph"`` or ``"eager"`` to count one kind of line only (an eager op's first
+        run appears as both)."""
+        table = self.table
+        if source is not None:
+            if source not in ("graph", "eager"):
+                raise ValueError(f"source must be 'graph', 'eager' or None, got {source!r}")
+            table = table[table.source == source]
+        return table.groupby("device").size().rename("ops")
 
     def device_of(self, op_type: str) -> list[str]:
-        """Devices on which ops of this type ran, in log order."""
-        return list(self.table.loc[self.table.op_type == op_type, "device"])
+        """Devices on which ops of this type ran, in table order."""
+        table = self.table
+        return list(table.loc[table.op_type == op_type, "device"])
 
 
 def _libc_fflush() -> None:
@@ -172,7 +188,21 @@ class _Interceptor:
         self._thread.start()
         # Inside IPython kernels TensorFlow writes its eager "Executing op" lines to
         # Python's sys.stdout: filter that stream too, for as long as the process lives.
-        sys.stdout = _PythonStreamFilter(sys.stdout, self.deliver)
+        self._stream = sys.stdout
+        sys.stdout = _PythonStreamFilter(self._stream, self.deliver)
+
+    def echo(self, text: str) -> None:
+        """Print placement lines to the user, past both filters."""
+        try:
+            fd = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        if fd == 1:  # a plain script: the stream writes into our own pipe
+            self._stream.flush()
+            os.write(self._saved, text.encode())
+        else:  # IPython: the kernel's stream object
+            self._stream.write(text)
+            self._stream.flush()
 
     def _pump(self) -> None:
         pending = b""
@@ -182,22 +212,24 @@ class _Interceptor:
                 break
             pending += chunk
             *complete, pending = pending.split(b"\n")
-            passthrough = []
+            passthrough, synced = [], []
             for raw in complete:
                 line = raw.decode("utf-8", "replace")
                 if _SYNC in line:
                     before, token = line.split(_SYNC, 1)
                     if before:  # an unterminated line written just before the sync
                         passthrough.append(before.encode())
-                    event = self._sync.get(token)
-                    if event:
-                        event.set()
+                    synced.append(token)
                 elif is_placement_line(line):
                     self.deliver(line + "\n")
                 else:
                     passthrough.append(raw + b"\n")
-            if passthrough:
+            if passthrough:  # before waking a waiter: output stays in its own cell
                 os.write(self._saved, b"".join(passthrough))
+            for token in synced:
+                event = self._sync.get(token)
+                if event:
+                    event.set()
 
     def deliver(self, line: str) -> None:
         with self._lock:
@@ -272,7 +304,6 @@ def _collect(interceptor: _Interceptor, include_internal: bool):
             interceptor.sync()
         finally:
             interceptor.remove(log)
-            log.table = parse(log.text, include_internal=include_internal)
 
 
 @contextmanager
@@ -289,7 +320,8 @@ def capture(include_internal: bool = False, echo: bool = False):
     placement lines out of the notebook outside ``capture`` blocks.
     ``echo=True`` also prints the raw lines, as TensorFlow wrote them.
     """
-    with _collect(_ensure_logging(), include_internal) as log:
+    interceptor = _ensure_logging()
+    with _collect(interceptor, include_internal) as log:
         yield log
     if echo:
-        print(log.text, end="")
+        interceptor.echo(log.text)
