@@ -80,17 +80,40 @@ def update_notebook(paths: list[Path], i: int, contents_link: str) -> bool:
     return changed
 
 
+LAB_TITLE = re.compile(r"^#\s+Lab\s+(?P<num>\d{2})\s+·\s+(?P<title>.+?)\s*$", re.M)
+PRACTISES = re.compile(r"\(\.\./notebooks/(?P<file>\d{2}_[^)]+\.ipynb)\)")
+
+
+def lab_info(path: Path) -> tuple[str, str, list[str]]:
+    """Number, title and the tutorials a lab links in its first cell (what it practises)."""
+    source = nbformat.read(path, as_version=4).cells[0].source
+    m = LAB_TITLE.search(source)
+    if not m:
+        raise SystemExit(f"{path}: the first cell must start with '# Lab NN · Title'")
+    return m["num"], m["title"], PRACTISES.findall(source)
+
+
 def contents_table(root: Path = ROOT) -> str:
-    rows = ["| # | Tutorial | Lab |", "|---|---|---|"]
-    lab_by_num = {p.name[:2]: p for p in labs(root)}
+    rows = ["| # | Tutorial | Practised in |", "|---|---|---|"]
+    practised: dict[str, list[str]] = {}
+    lab_rows = ["| Lab | Practises | Solution |", "|---|---|---|"]
+    for lab in labs(root):
+        num, title, files = lab_info(lab)
+        for name in files:
+            practised.setdefault(name, []).append(f"[Lab {num}](labs/{lab.name})")
+        lab_rows.append(
+            f"| [Lab {num} · {title}](labs/{lab.name}) | "
+            + ", ".join(name[:2] for name in files)
+            + f" | [solution](labs/solutions/{lab.name}) |"
+        )
     for path in tutorials(root):
         num, title = title_of(path)
-        lab = lab_by_num.get(num)
-        lab_cell = (
-            f"[{lab.stem}](labs/{lab.name}) ([solution](labs/solutions/{lab.name}))" if lab else ""
-        )
-        rows.append(f"| {num} | [{title}](notebooks/{path.name}) | {lab_cell} |")
-    return "\n".join(rows)
+        links = ", ".join(practised.get(path.name, []))
+        rows.append(f"| {num} | [{title}](notebooks/{path.name}) | {links} |")
+    table = "\n".join(rows)
+    if len(lab_rows) > 2:
+        table += "\n\n" + "\n".join(lab_rows)
+    return table
 
 
 def update_readme(root: Path = ROOT) -> bool:

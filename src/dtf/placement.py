@@ -292,6 +292,16 @@ def _ensure_logging() -> _Interceptor:
     return _interceptor
 
 
+def start() -> None:
+    """Start routing placement lines now (and check that TensorFlow logs them).
+
+    Call it in the Setup cell, after ``devices.setup(..., log_placement=True)``, so that
+    no raw placement lines reach the notebook outside :func:`capture` blocks. Without it,
+    the first :func:`capture` starts the routing.
+    """
+    _ensure_logging()
+
+
 @contextmanager
 def _collect(interceptor: _Interceptor, include_internal: bool):
     log = PlacementLog(include_internal=include_internal)
