@@ -197,3 +197,24 @@ def test_same_rows_in_a_jupyter_kernel_and_under_nbval(tmp_path):
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "5 passed" in proc.stdout
+
+
+def test_script_output_is_complete_at_exit():
+    """The reader thread is a daemon: without draining at exit a script lost its last
+    lines (seen: the final JSON line of a test script)."""
+    proc = run_script(
+        """
+        import tensorflow as tf
+        from dtf import devices, placement
+        devices.setup(2, log_placement=True)
+        placement.start()
+        for i in range(3000):
+            print("line", i)
+        print("END")
+        """
+    )
+    lines = proc.stdout.splitlines()
+    assert lines[-1] == "END"
+    assert [line for line in lines if line.startswith("line ")] == [
+        f"line {i}" for i in range(3000)
+    ]

@@ -18,6 +18,7 @@ drops placement lines printed outside any block (so they do not clutter later ce
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import os
 import re
@@ -190,6 +191,24 @@ class _Interceptor:
         # Python's sys.stdout: filter that stream too, for as long as the process lives.
         self._stream = sys.stdout
         sys.stdout = _PythonStreamFilter(self._stream, self.deliver)
+        # The reader is a daemon thread: at exit, forward what is still in the pipe and
+        # give descriptor 1 back, or a script's last lines would be lost.
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        """Forward everything pending, then restore ``sys.stdout`` and descriptor 1."""
+        if isinstance(sys.stdout, _PythonStreamFilter):
+            sys.stdout.flush()
+            sys.stdout = self._stream
+        try:
+            self._stream.flush()
+        except (AttributeError, ValueError):
+            pass
+        try:
+            self.sync()
+        except PlacementLoggingError:
+            pass
+        os.dup2(self._saved, 1)
 
     def echo(self, text: str) -> None:
         """Print placement lines to the user, past both filters."""
