@@ -197,13 +197,14 @@ class _Interceptor:
 
     def close(self) -> None:
         """Forward everything pending, then restore ``sys.stdout`` and descriptor 1."""
-        if isinstance(sys.stdout, _PythonStreamFilter):
-            sys.stdout.flush()
-            sys.stdout = self._stream
-        try:
+        try:  # at interpreter exit a stream may already be closed
+            if isinstance(sys.stdout, _PythonStreamFilter):
+                sys.stdout.flush()
             self._stream.flush()
-        except (AttributeError, ValueError):
+        except (AttributeError, OSError, ValueError):
             pass
+        if isinstance(sys.stdout, _PythonStreamFilter):
+            sys.stdout = self._stream
         try:
             self.sync()
         except PlacementLoggingError:
