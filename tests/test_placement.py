@@ -52,6 +52,7 @@ def test_parse_seed_style_lines():
         ("/job:localhost/replica:0/task:0/device:CPU:3", "CPU:3"),
         ("/job:worker/replica:0/task:2/device:CPU:0", "/job:worker/task:2/CPU:0"),
         ("/job:ps/task:0/device:CPU:0", "/job:ps/task:0/CPU:0"),
+        ("/device:GPU:2", "GPU:2"),
         ("not a device", "not a device"),
     ],
 )

@@ -45,6 +45,8 @@ from typing import Any
 
 import numpy as np
 
+from dtf.placement import short_device
+
 __all__ = [
     "CORRECT",
     "LABS",
@@ -376,11 +378,6 @@ def assert_all_correct(lab: str) -> None:
 # --------------------------------------------------------------------------- helpers
 
 
-def _short_device(name: str) -> str:
-    """``/device:CPU:1`` or ``/job:localhost/.../device:CPU:1`` -> ``CPU:1``."""
-    return str(name).split("device:")[-1]
-
-
 def _device_names(setup_or_names: Any) -> list[str]:
     names = getattr(setup_or_names, "names", setup_or_names)
     if isinstance(names, str) or not isinstance(names, Sequence):
@@ -613,7 +610,7 @@ def lab01_task3(answer: Any, setup: Any) -> Verdict:
             expected, result, what="the result", atol=1e-5, hint="compute tf.matmul(a, b) + bias"
         )
         table = _table_of(table)
-        want_mm, want_add = _short_device(names[1]), _short_device(names[0])
+        want_mm, want_add = short_device(names[1]), short_device(names[0])
         found = {
             "MatMul": _devices_of(table, ["MatMul"]),
             "the addition": _devices_of(table, _ADD_TYPES),
@@ -645,7 +642,7 @@ def lab01_task3(answer: Any, setup: Any) -> Verdict:
 def missing_device(setup: Any) -> str:
     """A device name that does not exist in ``setup``: one past its last device."""
     names = _device_names(setup)
-    kind = _short_device(names[-1]).split(":")[0]
+    kind = short_device(names[-1]).split(":")[0]
     return f"/device:{kind}:{len(names)}"
 
 
@@ -696,7 +693,7 @@ def _soft_placement_outcomes(device: str) -> tuple[dict[bool, bool], dict[bool, 
                 with tf.device(device):
                     c = tf.matmul(a, a, transpose_b=True)
                 raised[soft] = False
-                notes[soft] = f"a MatMul on {device} ran on {_short_device(c.device)}"
+                notes[soft] = f"a MatMul on {device} ran on {short_device(c.device)}"
             except (tf.errors.InvalidArgumentError, RuntimeError, ValueError) as exc:
                 raised[soft] = True
                 notes[soft] = f"a MatMul on {device} raised {type(exc).__name__}"
@@ -939,7 +936,7 @@ def lab02_task3(answer: Any, setup: Any) -> Verdict:
                     "applied once per step",
                 ),
             )
-        wanted = [_short_device(n) for n in names]
+        wanted = [short_device(n) for n in names]
         note = ""
         missing = [d for d in wanted if d not in matmul_devices]
         if logging_on and (complete or not missing):

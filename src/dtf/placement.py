@@ -35,6 +35,7 @@ EAGER = re.compile(r"^Executing op (?P<op_type>[A-Za-z0-9_]+) in device (?P<devi
 _DEVICE = re.compile(
     r"^/job:(?P<job>[^/]+)(?:/replica:\d+)?/task:(?P<task>\d+)/device:(?P<dev>[A-Za-z_]+:\d+)$"
 )
+_LOCAL = re.compile(r"^/device:(?P<dev>[A-Za-z_]+:\d+)$")
 COLUMNS = ["op", "op_type", "device", "source", "device_full"]
 SYNC_TIMEOUT_S = 30.0
 _SYNC = "\x00dtf-sync:"
@@ -47,7 +48,11 @@ class PlacementLoggingError(RuntimeError):
 def short_device(full: str) -> str:
     """``/job:localhost/replica:0/task:0/device:CPU:1`` -> ``CPU:1``; other jobs keep
     their job and task: ``/job:worker/replica:0/task:1/device:CPU:0`` ->
-    ``/job:worker/task:1/CPU:0``."""
+    ``/job:worker/task:1/CPU:0``. A local name as ``devices.setup`` returns it,
+    ``/device:CPU:1``, also gives ``CPU:1``, so it compares with the table's column."""
+    full = str(full)
+    if m := _LOCAL.match(full):
+        return m["dev"]
     m = _DEVICE.match(full)
     if not m:
         return full
