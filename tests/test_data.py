@@ -568,6 +568,152 @@ def test_cifar10_malformed_batch(keras_home: Path, no_download: None) -> None:
     assert str(path) in str(info.value)
 
 
+# What a reader must refuse, on small files: every error names the file it comes from (and,
+# in the one-file MNIST cache, the array).
+
+
+def _rewrite_mnist(root: Path, **changes: np.ndarray) -> Path:
+    raw = write_mnist(root)
+    path = root / "datasets" / "mnist.npz"
+    np.savez(path, **{**raw, **changes})
+    return path
+
+
+_MNIST_BAD = {
+    "float images": (
+        {"x_train": _pixels(N_TRAIN, (28, 28), 1).astype(np.float32)},
+        "x_train",
+        r"must be uint8 .*got float32",
+    ),
+    "pre-scaled float images": (
+        {"x_test": _pixels(N_TEST, (28, 28), 2) / np.float64(255)},
+        "x_test",
+        r"must be uint8 .*got float64",
+    ),
+    "int32 images": (
+        {"x_train": _pixels(N_TRAIN, (28, 28), 1).astype(np.int32)},
+        "x_train",
+        r"must be uint8 .*got int32",
+    ),
+    "float labels": (
+        {"y_train": _labels(N_TRAIN, 1) + 0.7},
+        "y_train",
+        r"labels must be integers.*got float64",
+    ),
+    "bool labels": ({"y_test": np.ones(N_TEST, bool)}, "y_test", r"labels must be integers"),
+    "label 10": (
+        {"y_train": np.full(N_TRAIN, 10, np.uint8)},
+        "y_train",
+        r"label 10 .*outside 0\.\.9",
+    ),
+    "label -1": ({"y_test": np.full(N_TEST, -1, np.int8)}, "y_test", r"label -1 .*outside 0\.\.9"),
+    "no test images": (
+        {"x_test": np.zeros((0, 28, 28), np.uint8), "y_test": np.zeros(0, np.uint8)},
+        "x_test",
+        r"no test images",
+    ),
+    "no labels": ({"y_train": np.zeros(0, np.uint8)}, "y_train", r"no train labels"),
+    "fewer labels": ({"y_test": _labels(N_TEST - 2, 2)}, "y_test", rf"{N_TEST} images but 4"),
+    "32x32 images": (
+        {"x_test": np.zeros((N_TEST, 32, 32), np.uint8)},
+        "x_test",
+        r"shape \(N, 28, 28\).*\(6, 32, 32\)",
+    ),
+    "4-D images": (
+        {"x_train": np.zeros((N_TRAIN, 28, 28, 1), np.uint8)},
+        "x_train",
+        r"shape \(N, 28, 28\)",
+    ),
+    "2-D labels": ({"y_train": np.zeros((N_TRAIN, 1), np.uint8)}, "y_train", r"shape \(N,\)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_MNIST_BAD))
+def test_mnist_refuses_bad_arrays_naming_file_and_key(
+    case: str, keras_home: Path, no_download: None
+) -> None:
+    changes, key, pattern = _MNIST_BAD[case]
+    path = _rewrite_mnist(keras_home, **changes)
+    with pytest.raises(ValueError, match=pattern) as info:
+        load("mnist")
+    assert f"{path} ({key})" in str(info.value)
+
+
+def test_fashion_mnist_label_out_of_range_names_the_labels_file(
+    keras_home: Path, no_download: None
+) -> None:
+    write_fashion_mnist(keras_home)
+    labels_path = cache_paths("fashion_mnist")[0]  # train labels
+    _write_idx(labels_path, np.full(N_TRAIN, 12, np.uint8))
+    with pytest.raises(ValueError, match=r"label 12 .*outside 0\.\.9") as info:
+        load("fashion_mnist")
+    assert str(labels_path) in str(info.value)
+
+
+@pytest.mark.parametrize("which", [0, 1, 2, 3])
+def test_fashion_mnist_empty_file_is_refused(
+    which: int, keras_home: Path, no_download: None
+) -> None:
+    write_fashion_mnist(keras_home)
+    path = cache_paths("fashion_mnist")[which]
+    shape = (0,) if "labels" in path.name else (0, 28, 28)
+    _write_idx(path, np.zeros(shape, np.uint8))
+    with pytest.raises(ValueError, match=r"no (train|test) (images|labels)") as info:
+        load("fashion_mnist")
+    assert str(path) in str(info.value)
+
+
+def test_fashion_mnist_header_with_other_image_size(keras_home: Path, no_download: None) -> None:
+    write_fashion_mnist(keras_home)
+    path = cache_paths("fashion_mnist")[3]  # test images
+    # 8 images of 14x14 hold as many bytes as 2 of 28x28: only the header's sizes tell
+    _write_idx(path, np.zeros((8, 14, 14), np.uint8))
+    with pytest.raises(ValueError, match=r"14x14.*28x28") as info:
+        load("fashion_mnist")
+    assert str(path) in str(info.value)
+
+
+def _rewrite_cifar_batch(root: Path, index: int, images_chw: np.ndarray, labels) -> Path:
+    write_cifar10(root)
+    path = cache_paths("cifar10", root)[index]
+    row = int(np.prod(images_chw.shape[1:]))  # not -1: that cannot reshape 0 images
+    batch = {b"data": images_chw.reshape(len(images_chw), row), b"labels": labels}
+    path.write_bytes(pickle.dumps(batch, protocol=3))
+    return path
+
+
+_CIFAR_BAD = {
+    "float labels": (np.zeros((2, 3, 32, 32), np.uint8), [0.0, 1.5], r"integers.*float64"),
+    "label 10": (np.zeros((2, 3, 32, 32), np.uint8), [3, 10], r"label 10 .*outside 0\.\.9"),
+    "label -1": (np.zeros((2, 3, 32, 32), np.uint8), [-1, 0], r"label -1 .*outside 0\.\.9"),
+    "empty batch": (np.zeros((0, 3, 32, 32), np.uint8), [], r"no (train|test) images"),
+    "float data": (np.zeros((2, 3, 32, 32), np.float32), [0, 1], r"uint8"),
+    "count mismatch": (np.zeros((2, 3, 32, 32), np.uint8), [0, 1, 2], r"2 images but 3 labels"),
+}
+
+
+@pytest.mark.parametrize("index", [0, 5])  # a training batch and the test batch
+@pytest.mark.parametrize("case", sorted(_CIFAR_BAD))
+def test_cifar10_refuses_bad_batches_naming_the_file(
+    case: str, index: int, keras_home: Path, no_download: None
+) -> None:
+    images, labels, pattern = _CIFAR_BAD[case]
+    path = _rewrite_cifar_batch(keras_home, index, images, labels)
+    with pytest.raises(ValueError, match=pattern) as info:
+        load("cifar10")
+    assert str(path) in str(info.value)
+
+
+def test_keras_fallback_arrays_are_checked_too(
+    keras, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    x = _pixels(4, (28, 28), 7).astype(np.float32)
+    y = np.array([1, 2, 3, 4], np.uint8)
+    monkeypatch.setattr(keras.datasets.mnist, "load_data", lambda: ((x, y), (x, y)))
+    with pytest.raises(ValueError, match=r"keras\.datasets\.mnist\.load_data\(\).*uint8"):
+        load("mnist", cache_dir=tmp_path / "empty")
+
+
 class _Gadget:
     """A pickle that would run code when loaded by an unrestricted unpickler."""
 

@@ -1,16 +1,20 @@
 """Tests for ``dtf.masking``: the CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER model.
 
 The documented cases come from NVIDIA's CUDA C++ Programming Guide ("CUDA Environment
-Variables") and from the seeds (002: the value table, "4,5,6,7" renumbered from 0;
-000/001: the TITAN X + GTX 970 machine). Pure Python: no TensorFlow, fast.
+Variables") and from the course's sources (README, "Sources"): the value table of the
+*TensorFlow multi-GPU notes* ("4,5,6,7" renumbered from 0) and the TITAN X + GTX 970 machine
+of the *Distributed TensorFlow notes* and the *Parallel Processing notes*. Pure Python: no
+TensorFlow, fast.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from dtf import masking
@@ -25,7 +29,8 @@ from dtf.masking import (
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# The seeds' two-GPU machine (seeds 000 and 001), with a speed ranking we supply.
+# The two-GPU machine of the Distributed TensorFlow and Parallel Processing notes, with a
+# speed ranking we supply.
 TITAN_X = {"name": "GeForce GTX TITAN X", "pci_bus_id": "0000:02:00.0", "speed_rank": 0}
 GTX_970 = {"name": "GeForce GTX 970", "pci_bus_id": "0000:05:00.0", "speed_rank": 1}
 
@@ -41,7 +46,7 @@ GTX_970 = {"name": "GeForce GTX 970", "pci_bus_id": "0000:05:00.0", "speed_rank"
         ("", 4, []),  # empty: none
         ("2,1", 4, [2, 1]),  # order of the list is the enumeration order
         ("0,2,-1,1", 4, [0, 2]),  # an invalid index ends the list
-        # seed 002's table
+        # the TensorFlow multi-GPU notes' table
         ("1", 4, [1]),
         ("0,1", 4, [0, 1]),
         ('"0,1"', 4, [0, 1]),  # quotation marks are optional
@@ -102,10 +107,45 @@ def test_undocumented_tokens_are_refused(value):
         parse_mask(value, 4)
 
 
-@pytest.mark.parametrize("n", [-1, 1.5, "4", None, True])
-def test_bad_num_physical(n):
-    with pytest.raises(ValueError, match="num_physical"):
+@pytest.mark.parametrize(
+    "value",
+    [
+        "٣",  # ARABIC-INDIC DIGIT THREE: int() and str.isdigit() accept it, CUDA does not
+        "１",  # FULLWIDTH DIGIT ONE
+        "0,１",
+        "０,1",
+        "0,-1,１",  # refused even after an invalid index, like UUIDs: the value is malformed
+        "²",  # SUPERSCRIPT TWO: isdigit() is True, int() fails
+        "\u200b0",  # a zero-width space pasted in front
+        "0\u00a0",  # a no-break space
+        "“0,1”",  # typographic quotes, as copied from a web page
+        "0，1",  # FULLWIDTH COMMA
+    ],
+)
+def test_non_ascii_is_refused_with_the_character_named(value):
+    with pytest.raises(ValueError, match="non-ASCII character") as info:
+        parse_mask(value, 4)
+    message = str(info.value)
+    assert "0-9" in message
+    bad = next(ch for ch in value if not ch.isascii())
+    assert repr(bad) in message and unicodedata.name(bad) in message
+
+
+@pytest.mark.parametrize("n", [1.5, 4.0, "4", None, True, False])
+def test_num_physical_must_be_a_whole_number(n):
+    with pytest.raises(TypeError, match="num_physical must be a whole number"):
         parse_mask("0", n)
+
+
+def test_negative_num_physical():
+    with pytest.raises(ValueError, match="num_physical must be at least 0"):
+        parse_mask("0", -1)
+
+
+def test_numpy_integers_count_as_whole_numbers():
+    assert parse_mask("2,1", np.int64(4)) == [2, 1]
+    assert parse_mask(None, np.uint8(2)) == [0, 1]
+    assert mapping_table(["1"], np.int32(2), names={np.int64(1): "B"})["count"].tolist() == [1]
 
 
 @pytest.mark.parametrize("value", [0, ["0"], b"0"])
@@ -118,7 +158,7 @@ def test_value_must_be_a_string_or_none(value):
 
 
 def test_visible_mapping_renumbers_from_zero():
-    # seed 002: "4,5,6,7" on an 8-GPU machine shows up as GPU:0..3
+    # TensorFlow multi-GPU notes: "4,5,6,7" on an 8-GPU machine shows up as GPU:0..3
     assert visible_mapping("4,5,6,7", 8) == {0: 4, 1: 5, 2: 6, 3: 7}
     assert visible_mapping("2,1", 4) == {0: 2, 1: 1}
     assert visible_mapping("", 4) == {}
@@ -162,8 +202,17 @@ def test_mapping_table_bad_input():
         mapping_table(["0"], 2, names="TITAN X")
     with pytest.raises(ValueError, match="num_physical"):
         mapping_table(["0"], -2)
+    with pytest.raises(TypeError, match="num_physical"):
+        mapping_table(["0"], 2.0)
     with pytest.raises(ValueError, match="twice"):
         mapping_table(["0,0"], 2)
+
+
+@pytest.mark.parametrize("key", [True, "0", 0.0, None])
+def test_mapping_table_names_keys_must_be_indices(key):
+    # True used to pass as index 1 (bool is an int to Python)
+    with pytest.raises(TypeError, match="names.*physical GPU indices"):
+        mapping_table(["0"], 2, names={key: "ghost"})
 
 
 def test_mapping_table_empty_list():
@@ -188,14 +237,27 @@ def test_pci_key():
     assert pci_key("0000:81:00.0") > pci_key("0000:0a:00.0")  # numeric, not text, order
 
 
-@pytest.mark.parametrize("bad", ["", "0000:02:00", "02-00.0", "0000:02:00.8", "zz:00.0", 2])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "0000:02:00",
+        "02-00.0",
+        "0000:02:00.8",
+        "zz:00.0",
+        2,
+        "０000:02:00.0",  # fullwidth digit
+        "0000:٠2:00.0",  # Arabic-Indic digit
+        "0000:02:00.0\u00a0",  # no-break space: not whitespace to a C parser
+    ],
+)
 def test_pci_key_bad(bad):
     with pytest.raises(ValueError, match="PCI bus id"):
         pci_key(bad)
 
 
-def test_seed_machine_both_orders_agree():
-    # On the seeds' machine the faster card also sits on the lower bus.
+def test_notes_machine_both_orders_agree():
+    # On the notes' machine the faster card also sits on the lower bus.
     for order in ("FASTEST_FIRST", "PCI_BUS_ID", None):
         names = [d["name"] for d in enumeration_order([GTX_970, TITAN_X], order)]
         assert names == ["GeForce GTX TITAN X", "GeForce GTX 970"]
@@ -222,7 +284,7 @@ def test_fastest_first_ties_broken_by_pci():
     assert [d["name"] for d in enumeration_order(same)] == ["A", "B", "C"]
 
 
-@pytest.mark.parametrize("order", ["fastest_first", "PCI", "", 1])
+@pytest.mark.parametrize("order", ["fastest_first", "PCI", "", 1, "PCI_BUS_ID\u3000"])
 def test_bad_order_name(order):
     with pytest.raises(ValueError, match="CUDA_DEVICE_ORDER must be one of"):
         enumeration_order([TITAN_X], order)
@@ -239,9 +301,7 @@ def test_check_order():
         ([{"name": "a", "pci_bus_id": "0000:01:00.0"}], "missing"),
         ([("a", "0000:01:00.0")], "tuple"),
         (["a"], "tuple"),
-        ([("a", "0000:01:00.0", -1)], "speed_rank"),
-        ([("a", "0000:01:00.0", 1.5)], "speed_rank"),
-        ([("a", "0000:01:00.0", True)], "speed_rank"),
+        ([("a", "0000:01:00.0", -1)], "speed_rank of 'a' must be at least 0"),
         ([("a", "bus 1", 0)], "PCI bus id"),
         ([("a", "0000:01:00.0", 0), ("b", "00000000:01:00.0", 1)], "same PCI bus id"),
     ],
@@ -249,6 +309,21 @@ def test_check_order():
 def test_bad_devices(devices, message):
     with pytest.raises(ValueError, match=message):
         enumeration_order(devices)
+
+
+@pytest.mark.parametrize("rank", [1.5, 1.0, True, "0", None])
+def test_speed_rank_must_be_a_whole_number(rank):
+    with pytest.raises(TypeError, match="speed_rank of 'a' must be a whole number"):
+        enumeration_order([("a", "0000:01:00.0", rank)])
+
+
+def test_speed_rank_accepts_numpy_integers():
+    tflops = np.array([2.5, 9.0])  # slow, fast
+    ranks = np.argsort(np.argsort(-tflops))  # int64 ranks from a NumPy computation: [1, 0]
+    devices = [("slow", "0000:01:00.0", ranks[0]), ("fast", "0000:02:00.0", ranks[1])]
+    order = enumeration_order(devices)
+    assert [d["name"] for d in order] == ["fast", "slow"]
+    assert all(type(d["speed_rank"]) is int for d in order)
 
 
 def test_enumeration_order_empty():

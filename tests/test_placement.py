@@ -1,5 +1,10 @@
+import json
+import os
+import shutil
 import subprocess
 import sys
+import textwrap
+import time
 
 import nbformat
 import pytest
@@ -219,3 +224,236 @@ def test_script_output_is_complete_at_exit():
     assert [line for line in lines if line.startswith("line ")] == [
         f"line {i}" for i in range(3000)
     ]
+
+
+# --------------------------------------------------------------------------------------------
+# The reader thread: sync really waits, and a reader that cannot write fails fast.
+# These scripts use the interceptor without TensorFlow (no placement logging needed), so
+# each costs well under a second.
+
+PLACER_LINE = "MatMul: (MatMul): /job:localhost/replica:0/task:0/device:CPU:0"
+
+
+def test_sync_returns_only_after_the_reader_sorted_earlier_output():
+    """Deterministic: the reader cannot deliver the placement line until sync() is waiting
+    (the gate opens inside the event's wait), so a sync that returns without waiting finds
+    the line undelivered, however the threads are scheduled."""
+    proc = run_script(
+        f"""
+        import json, os, sys, threading
+        from dtf import placement
+
+        gate = threading.Event()
+
+        class GatedLines(list):
+            def append(self, line):  # called by the reader thread, in deliver()
+                gate.wait(20)
+                super().append(line)
+
+        class OpensGateOnWait(threading.Event):
+            def wait(self, timeout=None):
+                gate.set()
+                return super().wait(timeout)
+
+        interceptor = placement._Interceptor()
+        log = placement.PlacementLog(lines=GatedLines())
+        interceptor.add(log)
+        threading.Event = OpensGateOnWait  # the event sync() creates
+        os.write(1, b"before\\n{PLACER_LINE}\\n")
+        interceptor.sync()
+        delivered = list(log.lines)
+        sys.stderr.write(json.dumps({{"delivered": delivered}}) + "\\n")
+        """,
+        timeout=60,
+    )
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == {"delivered": [PLACER_LINE + "\n"]}
+    assert proc.stdout == "before\n"  # other output passes through, the token does not
+
+
+DEAD_READER = """
+import json, os, sys, threading, time
+from dtf import placement
+
+def report(**result):
+    sys.stderr.write(json.dumps(result) + "\\n")
+    sys.stderr.flush()
+
+{make_fd1}
+real = os.fstat(1)
+original_stdout = sys.stdout
+interceptor = placement._Interceptor()
+os.write(1, b"x" * 100 + b"\\n")  # the reader's write of this fails
+t0 = time.monotonic()
+try:
+    interceptor.sync()
+    sync_error = ""
+except placement.PlacementLoggingError as err:
+    sync_error = str(err)
+sync_s = time.monotonic() - t0
+restored = os.fstat(1)
+# With fd 1 still routed into the dead reader's pipe this would block forever.
+try:
+    for _ in range(64):
+        os.write(1, b"y" * 16384)
+    big_write = "ok"
+except OSError as err:
+    big_write = type(err).__name__
+t0 = time.monotonic()
+try:
+    with placement._collect(interceptor, include_internal=False):
+        pass
+    capture_error = ""
+except placement.PlacementLoggingError as err:
+    capture_error = str(err)
+report(
+    sync_error=sync_error, sync_s=sync_s, capture_error=capture_error,
+    capture_s=time.monotonic() - t0, big_write=big_write,
+    fd1_restored=(restored.st_dev, restored.st_ino) == (real.st_dev, real.st_ino),
+    stdout_restored=sys.stdout is original_stdout,
+    reader_alive=interceptor._thread.is_alive(),
+)
+"""
+
+
+def _dead_reader(make_fd1: str) -> tuple[dict, float]:
+    script = DEAD_READER.format(make_fd1=textwrap.dedent(make_fd1))
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **QUIET_ENV},
+        cwd=ROOT,
+    )
+    elapsed = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Exception in thread" not in proc.stderr, proc.stderr[-3000:]
+    return json.loads(proc.stderr.strip().splitlines()[-1]), elapsed
+
+
+@pytest.mark.parametrize(
+    "make_fd1, error",
+    [
+        # the consumer of the script's output went away (`python script.py | head -1`)
+        (
+            """
+            r, w = os.pipe()
+            os.dup2(w, 1)
+            os.close(w)
+            os.close(r)
+            """,
+            "BrokenPipeError",
+        ),
+        # any other write error: a full disk
+        (
+            """
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, 1)
+            os.close(full)
+            """,
+            "No space left",
+        ),
+    ],
+    ids=["broken-pipe", "disk-full"],
+)
+def test_a_reader_that_cannot_write_restores_stdout_and_fails_fast(make_fd1, error):
+    if "/dev/full" in make_fd1 and not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    r, elapsed = _dead_reader(make_fd1)
+    assert r["fd1_restored"] and r["stdout_restored"]
+    assert r["big_write"] != "ok"  # the write reaches the broken destination and fails there
+    for what in ("sync", "capture"):
+        message = r[f"{what}_error"]
+        assert "stopped" in message and error in message and "Restart" in message, message
+        assert r[f"{what}_s"] < 5, r
+    assert elapsed < 20  # and the exit hook does not wait for a dead reader
+
+
+def test_a_non_blocking_stdout_loses_nothing():
+    """A non-blocking descriptor 1 (a parent set O_NONBLOCK) gives partial writes and
+    BlockingIOError when its reader is slow: the reader retries, keeps every byte, and lives."""
+    if not hasattr(os, "set_blocking"):
+        pytest.skip("no os.set_blocking on this system")
+    proc = run_script(
+        """
+        import json, os, sys, threading, time
+        from dtf import placement
+
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        os.dup2(w, 1)
+        os.close(w)
+        received = bytearray()
+
+        def consume():
+            time.sleep(0.3)  # slow: the pipe fills and writes would block
+            while chunk := os.read(r, 65536):
+                received.extend(chunk)
+
+        consumer = threading.Thread(target=consume, daemon=True)
+        consumer.start()
+        interceptor = placement._Interceptor()
+        payload = b"".join(b"%07d\\n" % i for i in range(50000))  # 400 kB
+        os.write(1, payload)  # into the reader's pipe; the reader's copy of fd 1 is non-blocking
+        interceptor.sync()
+        alive = interceptor._thread.is_alive()
+        deadline = time.monotonic() + 20
+        while len(received) < len(payload) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        sys.stderr.write(json.dumps({"same": bytes(received) == payload, "alive": alive,
+                                     "got": len(received)}) + "\\n")
+        """,
+        timeout=60,
+    )
+    assert json.loads(proc.stderr.strip().splitlines()[-1]) == {
+        "same": True,
+        "alive": True,
+        "got": 400000,
+    }
+
+
+def test_a_script_piped_into_head_ends_promptly(tmp_path):
+    """Acceptance of issue 6: `python script.py | head -1` after placement.start() ended
+    only when killed (the reader died on EPIPE, the main thread blocked on the full pipe, and
+    the exit hook waited its full timeout)."""
+    head = shutil.which("head")
+    if head is None:
+        pytest.skip("no head command on this system")
+    script = textwrap.dedent(
+        """
+        import sys, time
+        import tensorflow as tf
+        from dtf import devices, placement
+        devices.setup(1, log_placement=True)
+        placement.start()
+        sys.stderr.write(f"STARTED {time.monotonic()}\\n")
+        sys.stderr.flush()
+        for i in range(200000):
+            print("line", i)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.update(QUIET_ENV)
+    with open(tmp_path / "stderr", "w") as err:
+        producer = subprocess.Popen(
+            [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=err, env=env, cwd=ROOT
+        )
+        consumer = subprocess.Popen([head, "-1"], stdin=producer.stdout, stdout=subprocess.PIPE)
+        producer.stdout.close()  # only head reads the pipe now
+        try:
+            first, _ = consumer.communicate(timeout=60)
+            producer.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            producer.kill()
+            consumer.kill()
+            producer.wait(10)
+            consumer.wait(10)
+            pytest.fail("the pipeline did not end within 60 s: " + open(err.name).read()[-2000:])
+        ended = time.monotonic()
+    stderr = (tmp_path / "stderr").read_text()
+    started = [float(line.split()[1]) for line in stderr.splitlines() if line.startswith("STARTED")]
+    assert started, stderr[-3000:]
+    assert ended - started[0] < 10, f"{ended - started[0]:.1f} s after start()"
+    assert first.decode().splitlines()[0] == "line 0"
+    assert "Exception in thread" not in stderr  # the reader did not die with a traceback

@@ -1,15 +1,38 @@
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from dtf import quiet
 from tests.conftest import run_script
 
 
-def test_bad_level():
+@pytest.mark.parametrize("level", [5, -1, 4])
+def test_bad_level(level):
     with pytest.raises(ValueError, match="TF_CPP_MIN_LOG_LEVEL"):
-        quiet.quiet(level=5)
+        quiet.quiet(level=level)
+
+
+@pytest.mark.parametrize("level", [True, False, 2.0, 1.0, "2", None])
+def test_level_must_be_an_int_not_bool_float_or_text(level, monkeypatch):
+    # True == 1 and 2.0 == 2 to Python: they used to pass and set TF_CPP_MIN_LOG_LEVEL to
+    # "True"/"2.0", which TensorFlow 2.21 cannot parse and reads as 0 (measured: its
+    # cpu_feature_guard INFO line comes back), turning its INFO lines back on.
+    monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+    with pytest.raises(TypeError, match=r"level must be one of 0, 1, 2 or 3"):
+        quiet.quiet(level=level)
+    assert quiet.os.environ["TF_CPP_MIN_LOG_LEVEL"] == "2"  # nothing was changed
+
+
+@pytest.mark.parametrize("level", [0, 1, 2, 3, np.int64(3)])
+def test_good_levels_are_written_as_digits(level, monkeypatch):
+    monkeypatch.delitem(quiet.sys.modules, "tensorflow", raising=False)
+    for key in quiet.SETTINGS:
+        monkeypatch.delenv(key, raising=False)
+    applied = quiet.quiet(level)
+    assert applied["TF_CPP_MIN_LOG_LEVEL"] == str(int(level))
+    assert quiet.os.environ["TF_CPP_MIN_LOG_LEVEL"] == str(int(level))
 
 
 def test_import_is_silent_and_quiet_is_idempotent():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import pytest
 
 from dtf import towers
@@ -19,9 +20,21 @@ from tests.conftest import last_json, run_script
 # Argument checks: no TensorFlow needed
 
 
-@pytest.mark.parametrize("num_towers", [0, -1, 2.5, True, "2"])
-def test_split_batch_rejects_bad_num_towers(num_towers):
-    with pytest.raises((ValueError, TypeError), match="num_towers"):
+@pytest.mark.parametrize(
+    "num_towers, error, message",
+    [
+        (0, ValueError, "num_towers must be at least 1, got 0"),
+        (-1, ValueError, "num_towers must be at least 1, got -1"),
+        (np.int64(0), ValueError, "num_towers must be at least 1, got 0"),
+        (2.5, TypeError, "num_towers must be a whole number, got 2.5"),
+        (2.0, TypeError, "num_towers must be a whole number"),
+        (True, TypeError, "num_towers must be a whole number, got True"),
+        ("2", TypeError, "num_towers must be a whole number"),
+    ],
+)
+def test_split_batch_rejects_bad_num_towers(num_towers, error, message):
+    """The rules of dtf._util.whole_number, as in every other module."""
+    with pytest.raises(error, match=message):
         towers.split_batch([[1.0]], [0], num_towers)
 
 
@@ -55,12 +68,20 @@ def test_make_tower_train_step_rejects_bad_arguments(kwargs, error, message):
 
 
 @pytest.mark.parametrize(
-    "kwargs",
-    [{"input_dim": 0}, {"hidden_units": 2.5}, {"num_classes": 1}, {"device": []}],
+    "kwargs, error, message",
+    [
+        ({"input_dim": 0}, ValueError, "input_dim must be at least 1, got 0"),
+        ({"hidden_units": np.int64(-3)}, ValueError, "hidden_units must be at least 1, got -3"),
+        ({"num_classes": 1}, ValueError, "num_classes must be at least 2, got 1"),
+        ({"hidden_units": 2.5}, TypeError, "hidden_units must be a whole number, got 2.5"),
+        ({"input_dim": 4.0}, TypeError, "input_dim must be a whole number"),
+        ({"num_classes": True}, TypeError, "num_classes must be a whole number, got True"),
+        ({"device": []}, ValueError, "device must be None"),
+    ],
 )
-def test_init_mlp_rejects_bad_sizes(kwargs):
+def test_init_mlp_rejects_bad_sizes(kwargs, error, message):
     args = {"input_dim": 4, "hidden_units": 3, "num_classes": 2, **kwargs}
-    with pytest.raises(ValueError):
+    with pytest.raises(error, match=message):
         towers.init_mlp(**args)
 
 
@@ -146,7 +167,8 @@ first_loss = float(loss_fn(ys[0], towers.mlp_logits(towers.init_mlp(8, 16, 4, se
 with placement.capture() as log:
     towered, tower_losses, tower_step = train(names, CPU)
 single, single_losses, _ = train(names[:1], CPU)
-spread, _, _ = train(names, None, spread=True)
+with placement.capture() as spread_log:
+    spread, _, spread_step = train(names, None, spread=True)
 keras_sgd, _, _ = train(names, CPU, optimizer=tf.keras.optimizers.SGD(0.3))
 
 def diff(a, b):
@@ -163,6 +185,45 @@ r["matmul_devices"] = sorted(set(t.loc[t.op_type == "MatMul", "device"]))
 r["addn_devices"] = sorted(set(t.loc[t.op_type == "AddN", "device"]))
 r["update_devices"] = sorted(set(t.loc[t.op_type == "AssignSubVariableOp", "device"]))
 r["spread_vars"] = [spread[k].device.split("device:")[-1] for k in towers.MLP_VARIABLES]
+t = spread_log.table
+r["spread_addn_devices"] = sorted(set(t.loc[t.op_type == "AddN", "device"]))
+
+
+# For each update in a step's graph (v -= lr * AddN(tower grads) / n): the variable it
+# updates, that variable's device, and the devices requested for that AddN and division.
+def averaged_where(step, variables):
+    graph = step.get_concrete_function(xs[0], ys[0]).graph
+    captured = {}
+    for external, internal in graph.captures:
+        for v in variables:
+            if external is v.handle:
+                captured[internal.ref()] = v
+    rows = []
+    for op in graph.get_operations():
+        if op.type != "AssignSubVariableOp":
+            continue
+        v = captured[op.inputs[0].ref()]
+        found, stack, seen = {}, [op.inputs[1].op], set()
+        while stack:  # back from the update's value to the sum of the tower gradients
+            o = stack.pop()
+            if o.name in seen:
+                continue
+            seen.add(o.name)
+            if o.type in ("AddN", "RealDiv"):
+                found[o.type] = placement.short_device(o.device)
+            if o.type != "AddN":  # beyond the AddN lie the towers
+                stack.extend(i.op for i in o.inputs)
+        where = placement.short_device(v.device)
+        rows.append([v.name, where, found.get("AddN"), found.get("RealDiv")])
+    return rows
+
+
+r["spread_averaged"] = averaged_where(spread_step, [spread[k] for k in towers.MLP_VARIABLES])
+r["param_averaged"] = averaged_where(tower_step, [towered[k] for k in towers.MLP_VARIABLES])
+r["numpy_ints"] = [
+    len(towers.split_batch(x, y, np.int64(2))),
+    [int(v.shape[-1]) for v in towers.init_mlp(np.int64(3), np.int32(5), np.int64(2)).values()],
+]
 r["init_same"] = diff(towers.init_mlp(8, 16, 4, seed=7), towers.init_mlp(8, 16, 4, seed=7))
 r["init_other_seed"] = diff(towers.init_mlp(8, 16, 4, seed=7), towers.init_mlp(8, 16, 4, seed=8))
 r["step_uneven"] = error(lambda: tower_step(np.zeros((25, 8), np.float32), np.zeros(25, np.int64)))
@@ -206,6 +267,25 @@ def test_tower_step_places_work_on_every_device(result):
     assert result["addn_devices"] == ["CPU:0"]  # gradients averaged on the parameter device
     assert result["update_devices"] == ["CPU:0"]  # and applied there, once
     assert result["spread_vars"] == ["CPU:0", "CPU:0", "CPU:1", "CPU:1"]
+
+
+def test_gradients_are_averaged_where_each_variable_lives(result):
+    """param_device=None: each variable's tower gradients are summed and divided on the
+    variable's own device (a step that averaged everything on the first device was not
+    caught before). Followed in the step's graph from each update back to its AddN."""
+    spread = result["spread_averaged"]
+    assert [row[0].split(":")[0] for row in spread] == list(towers.MLP_VARIABLES)
+    assert [row[1] for row in spread] == ["CPU:0", "CPU:0", "CPU:1", "CPU:1"]
+    for name, variable_device, sum_device, divide_device in spread:
+        assert sum_device == divide_device == variable_device, name
+    # and where TensorFlow really ran them: the averages on both variables' devices
+    assert result["spread_addn_devices"] == ["CPU:0", "CPU:1"]
+    # with a parameter device, every average is there
+    assert [row[1:] for row in result["param_averaged"]] == [["CPU:0"] * 3] * 4
+
+
+def test_numpy_integers_are_whole_numbers(result):
+    assert result["numpy_ints"] == [2, [5, 5, 2, 2]]
 
 
 def test_init_mlp_is_seeded(result):

@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dtf._util import error_line
+
 __all__ = [
     "NAMES",
     "Dataset",
@@ -96,6 +98,13 @@ _CACHE_LAYOUT: dict[str, tuple[str, ...]] = {
 }
 
 _MNIST_KEYS = ("x_train", "y_train", "x_test", "y_test")
+#: One image as ``keras.datasets.<name>.load_data()`` returns it (channels-last); the caches
+#: hold uint8 pixels of exactly this shape and integer labels below the number of classes.
+_IMAGE_SHAPES: dict[str, tuple[int, ...]] = {
+    "mnist": (28, 28),
+    "fashion_mnist": (28, 28),
+    "cifar10": (32, 32, 3),
+}
 _IDX_LABEL_MAGIC, _IDX_IMAGE_MAGIC = 2049, 2051  # idx1 (uint8 vector), idx3 (uint8 3-D array)
 _CIFAR_SIDE = 32
 
@@ -232,8 +241,10 @@ def load(
         seed: random state of the ``"digits"`` split.
 
     Raises:
-        ValueError: unknown name, bad ``test_fraction``, or a malformed cache file (the
-            message names the file).
+        ValueError: unknown name, bad ``test_fraction``, or a malformed cache file: not
+            readable, images that are not uint8 or not of the data set's size, labels that
+            are not integers or not class indices, no examples, or different numbers of
+            images and labels (the message names the file, and for ``mnist.npz`` the array).
         DatasetUnavailableError: a Keras data set is not cached and cannot be downloaded.
     """
     canonical = _canonical_name(name)
@@ -295,9 +306,7 @@ def _make_dataset(
         return out.reshape(len(out), -1) if flatten else out
 
     def labels(y: np.ndarray) -> np.ndarray:
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:  # Keras' CIFAR-10 labels are (N, 1)
-            y = y[:, 0]
+        y = _label_vector(np.asarray(y))
         if y.ndim != 1:
             raise ValueError(f"{source}: expected a label vector, got shape {y.shape}")
         return y.astype(np.int64)
@@ -350,16 +359,71 @@ def _load_digits(*, flatten: bool, test_fraction: float, seed: int) -> Dataset:
 # --------------------------------------------------------------------------------------------
 # Readers for Keras' cache files. Each returns (x_train, y_train, x_test, y_test) with uint8
 # images, (N, H, W) or (N, H, W, C), and integer labels: the values that
-# keras.datasets.<name>.load_data() returns (channels-last). A malformed file raises a
-# ValueError that names it, instead of an anonymous reshape or unpickling error.
+# keras.datasets.<name>.load_data() returns (channels-last). Each array is checked as it is
+# read (dtype, shape, not empty, labels in range): a malformed file raises a ValueError that
+# names it, instead of an anonymous reshape error or, worse, silently wrong data (float
+# pixels divided by 255 again, float labels truncated).
 
 _Arrays = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
 
 
-def _check_pair(x: np.ndarray, x_path: Path, y: np.ndarray, y_path: Path) -> None:
+def _replace_hint(name: str) -> str:
+    return (
+        f" Replace the file with the original that keras.datasets.{name}.load_data() "
+        f"downloads (dtf.data.cache_paths({name!r}) lists them), or delete it so that Keras "
+        "downloads it again."
+    )
+
+
+def _check_split(
+    name: str,
+    split: str,
+    x: np.ndarray,
+    x_where: str,
+    y: np.ndarray,
+    y_where: str,
+    *,
+    hint: str = "",
+) -> None:
+    """Raise a ValueError that names where ``x``/``y`` came from unless they are what
+    ``keras.datasets.<name>.load_data()`` returns for ``split``: uint8 images of the data
+    set's shape, a non-empty vector of integer labels of the same length, every label a
+    class index."""
+    shape = _IMAGE_SHAPES[name]
+    num_classes = len(_CLASS_NAMES[name])
+    if x.dtype != np.uint8:
+        raise ValueError(
+            f"{x_where}: {split} images must be uint8 pixels (0..255), got {x.dtype}; "
+            f"scaling them by 1/255 would silently give wrong inputs.{hint}"
+        )
+    if x.shape[1:] != shape:
+        want = ", ".join(str(d) for d in ("N", *shape))
+        raise ValueError(
+            f"{x_where}: {split} images must have shape ({want}), got {x.shape}.{hint}"
+        )
+    if len(x) == 0:
+        raise ValueError(f"{x_where}: no {split} images (the array is empty).{hint}")
+    if y.dtype == np.bool_ or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(
+            f"{y_where}: {split} labels must be integers (class indices 0..{num_classes - 1}), "
+            f"got {y.dtype}; converting them would silently change them.{hint}"
+        )
+    if y.ndim != 1:
+        raise ValueError(f"{y_where}: {split} labels must have shape (N,), got {y.shape}.{hint}")
+    if len(y) == 0:
+        raise ValueError(f"{y_where}: no {split} labels (the array is empty).{hint}")
     if len(x) != len(y):
-        where = str(x_path) if x_path == y_path else f"{x_path} and {y_path}"
-        raise ValueError(f"{where}: {len(x)} images but {len(y)} labels")
+        where = x_where if x_where == y_where else f"{x_where} and {y_where}"
+        raise ValueError(
+            f"{where}: {len(x)} images but {len(y)} labels in the {split} split.{hint}"
+        )
+    outside = (y < 0) | (y >= num_classes)
+    if outside.any():
+        i = int(np.argmax(outside))
+        raise ValueError(
+            f"{y_where}: {split} label {int(y[i])} at index {i} is outside "
+            f"0..{num_classes - 1} ({name} has {num_classes} classes).{hint}"
+        )
 
 
 def _read_mnist(paths: Sequence[Path]) -> _Arrays:
@@ -370,7 +434,7 @@ def _read_mnist(paths: Sequence[Path]) -> _Arrays:
             missing = [k for k in _MNIST_KEYS if k not in npz.files]
             arrays = {k: npz[k] for k in _MNIST_KEYS if k in npz.files}
     except Exception as exc:  # a zip/npy error of any kind means the same: a bad file
-        raise ValueError(f"{path}: not a readable .npz file ({_one_line(exc)})") from exc
+        raise ValueError(f"{path}: not a readable .npz file ({error_line(exc)})") from exc
     if missing:
         raise ValueError(
             f"{path}: malformed MNIST cache file: missing key(s) {missing} "
@@ -378,12 +442,15 @@ def _read_mnist(paths: Sequence[Path]) -> _Arrays:
         )
     for split in ("train", "test"):
         x, y = arrays[f"x_{split}"], arrays[f"y_{split}"]
-        if x.ndim != 3 or y.ndim != 1:
-            raise ValueError(
-                f"{path}: x_{split} must be (N, H, W) and y_{split} (N,), "
-                f"got {x.shape} and {y.shape}"
-            )
-        _check_pair(x, path, y, path)
+        _check_split(
+            "mnist",
+            split,
+            x,
+            f"{path} (x_{split})",
+            y,
+            f"{path} (y_{split})",
+            hint=_replace_hint("mnist"),
+        )
     return arrays["x_train"], arrays["y_train"], arrays["x_test"], arrays["y_test"]
 
 
@@ -392,13 +459,15 @@ def _read_idx(path: Path, *, magic: int, header: int, item_shape: tuple[int, ...
 
     Keras just skips the header (8 bytes for labels, 16 for images) and reshapes; a truncated
     file would then fail with an anonymous reshape error, so the byte count is checked here
-    against the header, and the magic number catches a labels file swapped with an images one.
+    against the header, the image size in the header against ``item_shape``, and the magic
+    number (which also fixes the type: unsigned bytes) catches a labels file swapped with an
+    images one.
     """
     try:
         with gzip.open(path, "rb") as fh:
             raw = fh.read()
     except (OSError, EOFError, zlib.error) as exc:
-        raise ValueError(f"{path}: not a readable gzip file ({_one_line(exc)})") from exc
+        raise ValueError(f"{path}: not a readable gzip file ({error_line(exc)})") from exc
     item_size = int(np.prod(item_shape))
     if len(raw) < header:
         raise ValueError(f"{path}: malformed idx file: {len(raw)} bytes, shorter than its header")
@@ -406,6 +475,13 @@ def _read_idx(path: Path, *, magic: int, header: int, item_shape: tuple[int, ...
     if int(head[0]) != magic:
         raise ValueError(f"{path}: malformed idx file: magic number {int(head[0])}, not {magic}")
     count = int(head[1])
+    dims = tuple(int(d) for d in head[2:])
+    if dims != item_shape:
+        raise ValueError(
+            f"{path}: malformed idx file: its header says items of "
+            f"{'x'.join(map(str, dims))} values, expected {'x'.join(map(str, item_shape))} "
+            "(is this the Fashion-MNIST file?)"
+        )
     body = len(raw) - header
     if body != count * item_size:
         raise ValueError(
@@ -419,10 +495,19 @@ def _read_fashion_mnist(paths: Sequence[Path]) -> _Arrays:
     """The four idx files of Fashion-MNIST (28x28 grey images, uint8 labels)."""
     train_labels, train_images, test_labels, test_images = paths
     out: list[np.ndarray] = []
-    for labels_path, images_path in ((train_labels, train_images), (test_labels, test_images)):
+    pairs = (("train", train_labels, train_images), ("test", test_labels, test_images))
+    for split, labels_path, images_path in pairs:
         y = _read_idx(labels_path, magic=_IDX_LABEL_MAGIC, header=8, item_shape=())
         x = _read_idx(images_path, magic=_IDX_IMAGE_MAGIC, header=16, item_shape=(28, 28))
-        _check_pair(x, images_path, y, labels_path)
+        _check_split(
+            "fashion_mnist",
+            split,
+            x,
+            str(images_path),
+            y,
+            str(labels_path),
+            hint=_replace_hint("fashion_mnist"),
+        )
         out += [x, y]
     return out[0], out[1], out[2], out[3]
 
@@ -449,8 +534,8 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"refusing to load {module}.{name} from a data set file")
 
 
-def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """One CIFAR-10 pickle: ``{b"data": uint8 (N, 3072), b"labels": [N ints]}``.
+def _read_cifar_batch(path: Path, split: str) -> tuple[np.ndarray, np.ndarray]:
+    """One CIFAR-10 pickle: ``{b"data": uint8 (N, 3072), b"labels": [N ints]}``, N > 0.
 
     Rows are channels-first 3x32x32 (as ``keras.src.datasets.cifar.load_batch`` reshapes
     them); they are transposed to channels-last here, as ``keras.datasets.cifar10`` does with
@@ -460,7 +545,7 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         with open(path, "rb") as fh:
             batch = _NumpyOnlyUnpickler(fh, encoding="bytes").load()
     except Exception as exc:  # pickle can fail in many ways; all mean "bad file"
-        raise ValueError(f"{path}: not a readable CIFAR-10 batch ({_one_line(exc)})") from exc
+        raise ValueError(f"{path}: not a readable CIFAR-10 batch ({error_line(exc)})") from exc
     if not isinstance(batch, dict):
         raise ValueError(f"{path}: malformed CIFAR-10 batch: a {type(batch).__name__}, not a dict")
     batch = {k.decode("utf8") if isinstance(k, bytes) else k: v for k, v in batch.items()}
@@ -469,23 +554,22 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"{path}: malformed CIFAR-10 batch: missing key(s) {missing}")
     data, labels = np.asarray(batch["data"]), np.asarray(batch["labels"])
     row = 3 * _CIFAR_SIDE * _CIFAR_SIDE
+    hint = _replace_hint("cifar10")
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != row:
         raise ValueError(
             f"{path}: malformed CIFAR-10 batch: data must be uint8 (N, {row}), "
-            f"got {data.dtype} {data.shape}"
+            f"got {data.dtype} {data.shape}.{hint}"
         )
-    if labels.ndim != 1:
-        raise ValueError(f"{path}: malformed CIFAR-10 batch: labels have shape {labels.shape}")
-    _check_pair(data, path, labels, path)
     images = data.reshape(len(data), 3, _CIFAR_SIDE, _CIFAR_SIDE).transpose(0, 2, 3, 1)
+    _check_split("cifar10", split, images, str(path), labels, str(path), hint=hint)
     return images, labels
 
 
 def _read_cifar10(paths: Sequence[Path]) -> _Arrays:
-    """Five training batches and one test batch; unlike Keras, batches may have any size."""
+    """Five training batches and one test batch; unlike Keras, batches may have any size > 0."""
     *train_paths, test_path = paths
-    train = [_read_cifar_batch(p) for p in train_paths]
-    x_test, y_test = _read_cifar_batch(test_path)
+    train = [_read_cifar_batch(p, "train") for p in train_paths]
+    x_test, y_test = _read_cifar_batch(test_path, "test")
     x_train = np.concatenate([x for x, _ in train])
     y_train = np.concatenate([y for _, y in train])
     return x_train, y_train, x_test, y_test
@@ -530,7 +614,16 @@ def _download_with_keras(name: str, paths: Sequence[Path]) -> _Arrays:
     if name == "cifar10" and x_train.ndim == 4 and x_train.shape[1] == 3:
         # keras.config.image_data_format() == "channels_first": keep our layout fixed.
         x_train, x_test = x_train.transpose(0, 2, 3, 1), x_test.transpose(0, 2, 3, 1)
-    return x_train, np.asarray(y_train), x_test, np.asarray(y_test)
+    y_train, y_test = (_label_vector(np.asarray(y)) for y in (y_train, y_test))
+    # What Keras returns gets the same checks as a cache file (a patched or future loader).
+    _check_split(name, "train", x_train, loader, y_train, loader)
+    _check_split(name, "test", x_test, loader, y_test, loader)
+    return x_train, y_train, x_test, y_test
+
+
+def _label_vector(y: np.ndarray) -> np.ndarray:
+    """Keras' CIFAR-10 labels are (N, 1): make them (N,)."""
+    return y[:, 0] if y.ndim == 2 and y.shape[1] == 1 else y
 
 
 def _unavailable_message(name: str, paths: Sequence[Path], loader: str, exc: BaseException) -> str:
@@ -549,7 +642,7 @@ def _unavailable_message(name: str, paths: Sequence[Path], loader: str, exc: Bas
     return (
         f"data set {name!r} is not in the local cache and could not be downloaded.\n"
         f"Looked for these files:\n{looked}\n"
-        f"Downloading with {loader} failed: {_one_line(exc)}\n"
+        f"Downloading with {loader} failed: {error_line(exc)}\n"
         "What to do (any one of):\n"
         f"  - run {loader} on a machine with internet access and copy what it leaves in\n"
         f"    ~/.keras/datasets/ to {datasets_dir}, keeping the layout (the paths above)\n"
@@ -557,12 +650,3 @@ def _unavailable_message(name: str, paths: Sequence[Path], loader: str, exc: Bas
         "  - set KERAS_HOME (or pass cache_dir=) to a directory whose datasets/ folder holds them\n"
         '  - use dtf.data.load("digits"), which is bundled with scikit-learn: no download needed'
     )
-
-
-def _one_line(exc: BaseException) -> str:
-    """``"URLError: <urlopen error offline>"``: the first line of an error, for a message."""
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else ""
-    if len(first) > 300:
-        first = first[:297] + "..."
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__

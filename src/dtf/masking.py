@@ -25,8 +25,13 @@ Choices this model makes where NVIDIA's text says nothing (each raises rather th
   :class:`ValueError`: only integer indices are modelled here.
 - A token without any digit (``"x"``, an empty token as in ``"0,,1"``) is an invalid
   index, like ``-1``.
-- Whitespace around the value and around each index is ignored, and so is one pair of
-  quotes around the whole value: in a shell ``CUDA_VISIBLE_DEVICES="0,1"`` and
+- A value with any non-ASCII character raises :class:`ValueError` that names it: CUDA
+  reads the variable as ASCII text, so ``"١"`` (Arabic-Indic one) or ``"１"`` (fullwidth
+  one) is not the index 1 there, although Python's ``int()`` and ``str.isdigit()``
+  accept them; typographic quotes and no-break spaces copied from a web page are caught
+  the same way.
+- ASCII whitespace around the value and around each index is ignored, and so is one pair
+  of straight quotes around the whole value: in a shell ``CUDA_VISIBLE_DEVICES="0,1"`` and
   ``CUDA_VISIBLE_DEVICES=0,1`` are the same (the shell removes the quotes), and a value
   copied together with its quotes is taken to mean the same thing.
 
@@ -39,15 +44,23 @@ takes the speed ranking as input instead of pretending to compute it.
 
 from __future__ import annotations
 
+import numbers
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
+
+from dtf._util import whole_number
 
 #: Values of ``CUDA_DEVICE_ORDER``; CUDA's default is the first.
 ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
 DEFAULT_ORDER = "FASTEST_FIRST"
 
-_INDEX = re.compile(r"\d+")
-_NEGATIVE = re.compile(r"-\d+")
+# Explicit ASCII classes: ``\d`` and ``str.isdigit`` also match other scripts' digits.
+_DIGITS = "0123456789"
+_INDEX = re.compile(r"[0-9]+")
+_NEGATIVE = re.compile(r"-[0-9]+")
+#: What ``str.strip()`` removes that a C parser would also call white space (no NBSP).
+_ASCII_SPACE = " \t\n\r\f\v"
 _UUID_PREFIXES = ("GPU-", "MIG-")
 # [domain:]bus:device.function, all hexadecimal (TensorFlow prints 0000:02:00.0,
 # nvidia-smi 00000000:02:00.0).
@@ -58,15 +71,31 @@ _PCI = re.compile(
 
 
 def _check_num_physical(num_physical) -> int:
-    if isinstance(num_physical, bool) or not isinstance(num_physical, int) or num_physical < 0:
-        raise ValueError(f"num_physical must be a whole number of GPUs >= 0, got {num_physical!r}")
-    return num_physical
+    return whole_number(
+        "num_physical",
+        num_physical,
+        minimum=0,
+        hint="It is the number of GPUs in the machine, e.g. 4.",
+    )
+
+
+def _check_ascii(value: str) -> None:
+    """Refuse any non-ASCII character, naming it: CUDA parses the variable as ASCII."""
+    for position, ch in enumerate(value):
+        if not ch.isascii():
+            name = unicodedata.name(ch, f"U+{ord(ch):04X}")
+            raise ValueError(
+                f"CUDA_VISIBLE_DEVICES={value!r} contains the non-ASCII character {ch!r} "
+                f"({name}) at position {position}. CUDA reads the value as ASCII text, so "
+                "this is not what it looks like to CUDA: type the indices with the digits "
+                "0-9, commas and, if any, straight quotes, e.g. '0,1'"
+            )
 
 
 def _unquote(value: str) -> str:
-    text = value.strip()
+    text = value.strip(_ASCII_SPACE)
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
-        text = text[1:-1].strip()
+        text = text[1:-1].strip(_ASCII_SPACE)
     return text
 
 
@@ -89,10 +118,11 @@ def parse_mask(value: str | None, num_physical: int) -> list[int]:
         raise TypeError(
             f"CUDA_VISIBLE_DEVICES is a string (or None for unset), got {type(value).__name__}"
         )
+    _check_ascii(value)
     text = _unquote(value)
     if text == "":
         return []
-    tokens = [token.strip() for token in text.split(",")]
+    tokens = [token.strip(_ASCII_SPACE) for token in text.split(",")]
     for token in tokens:
         if token.upper().startswith(_UUID_PREFIXES):
             raise ValueError(
@@ -104,7 +134,7 @@ def parse_mask(value: str | None, num_physical: int) -> list[int]:
     for token in tokens:
         if _INDEX.fullmatch(token):
             index = int(token)
-        elif _NEGATIVE.fullmatch(token) or not any(ch.isdigit() for ch in token):
+        elif _NEGATIVE.fullmatch(token) or not any(ch in _DIGITS for ch in token):
             index = -1  # invalid, like the documented "-1"
         else:
             raise ValueError(
@@ -152,7 +182,14 @@ def _name_lookup(names, num_physical: int) -> Mapping[int, str]:
         lookup = dict(enumerate(names))
     else:
         raise TypeError("names must be a list of GPU names or a {physical index: name} dict")
-    bad = [k for k in lookup if not isinstance(k, int) or not 0 <= k < num_physical]
+    not_indices = [k for k in lookup if isinstance(k, bool) or not isinstance(k, numbers.Integral)]
+    if not_indices:
+        raise TypeError(
+            "names must be keyed by physical GPU indices (whole numbers 0, 1, ...), "
+            f"got the key(s) {not_indices}"
+        )
+    lookup = {int(k): v for k, v in lookup.items()}
+    bad = [k for k in lookup if not 0 <= k < num_physical]
     if bad:
         raise ValueError(
             f"names has entries for GPUs that do not exist on a {num_physical}-GPU machine: {bad}"
@@ -202,17 +239,17 @@ def check_order(order: str | None) -> str:
     """Validate a ``CUDA_DEVICE_ORDER`` value; None (unset) means CUDA's default."""
     if order is None:
         return DEFAULT_ORDER
-    if not isinstance(order, str) or order.strip() not in ORDERS:
+    if not isinstance(order, str) or order.strip(_ASCII_SPACE) not in ORDERS:
         raise ValueError(
             f"CUDA_DEVICE_ORDER must be one of {', '.join(ORDERS)} (unset means "
             f"{DEFAULT_ORDER}), got {order!r}"
         )
-    return order.strip()
+    return order.strip(_ASCII_SPACE)
 
 
 def pci_key(pci_bus_id: str) -> tuple[int, int, int, int]:
     """``"0000:02:00.0"`` -> ``(0, 2, 0, 0)``: (domain, bus, device, function) as numbers."""
-    m = _PCI.fullmatch(pci_bus_id.strip()) if isinstance(pci_bus_id, str) else None
+    m = _PCI.fullmatch(pci_bus_id.strip(_ASCII_SPACE)) if isinstance(pci_bus_id, str) else None
     if not m:
         raise ValueError(
             f"not a PCI bus id (expected [domain:]bus:device.function in hexadecimal, "
@@ -241,10 +278,9 @@ def _device_record(device) -> dict:
             "each device must be a dict with name, pci_bus_id and speed_rank, or a tuple "
             f"(name, pci_bus_id, speed_rank); got {device!r}"
         )
-    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
-        raise ValueError(
-            f"speed_rank of {name!r} must be a whole number >= 0 (0 = fastest), got {rank!r}"
-        )
+    rank = whole_number(
+        f"speed_rank of {name!r}", rank, minimum=0, hint="0 is the fastest GPU, 1 the next."
+    )
     pci_key(pci)  # validates
     return {"name": str(name), "pci_bus_id": pci, "speed_rank": rank}
 

@@ -24,9 +24,12 @@ import os
 import re
 import sys
 import threading
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+from dtf._util import error_line
 
 #: ``name: (OpType): /job:.../device:TYPE:N``: TensorFlow's placer, one line per graph node.
 LINE = re.compile(r"^(?P<op>[^\s:][^:]*): \((?P<op_type>[A-Za-z0-9_]+)\): (?P<device>/job:\S+)$")
@@ -38,6 +41,9 @@ _DEVICE = re.compile(
 _LOCAL = re.compile(r"^/device:(?P<dev>[A-Za-z_]+:\d+)$")
 COLUMNS = ["op", "op_type", "device", "source", "device_full"]
 SYNC_TIMEOUT_S = 30.0
+#: How long the reader keeps retrying a write that would block (a non-blocking descriptor 1
+#: whose reader is slow) before it gives up on descriptor 1 (see :class:`_Interceptor`).
+WRITE_TIMEOUT_S = 30.0
 _SYNC = "\x00dtf-sync:"
 
 
@@ -173,48 +179,112 @@ def _libc_fflush() -> None:
             continue
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``: a descriptor may take part of it (a signal, a non-blocking
+    pipe) or refuse for a moment (``BlockingIOError``); retry for up to
+    :data:`WRITE_TIMEOUT_S`. Other errors (a closed pipe, a full disk) propagate."""
+    view = memoryview(data)
+    deadline = None
+    while view:
+        try:
+            written = os.write(fd, view)
+        except BlockingIOError:
+            written = 0
+        if written:
+            view = view[written:]
+            deadline = None
+            continue
+        now = time.monotonic()
+        if deadline is None:
+            deadline = now + WRITE_TIMEOUT_S
+        elif now > deadline:
+            raise TimeoutError(
+                f"descriptor {fd} accepted nothing for {WRITE_TIMEOUT_S:.0f} s "
+                "(whatever reads it is stuck)"
+            )
+        time.sleep(0.005)
+
+
 class _Interceptor:
-    """Descriptor 1 routed through a pipe; a thread sorts placement lines from the rest."""
+    """Descriptor 1 routed through a pipe; a thread sorts placement lines from the rest.
+
+    If the reader cannot forward output (the consumer of a ``python script.py | head -1``
+    pipeline went away, a full disk, ...), it gives descriptor 1 and ``sys.stdout`` back at
+    once, so the program's own writes meet the real error instead of blocking on a pipe that
+    nobody reads; from then on :meth:`sync` (and every :func:`capture`) raises
+    :class:`PlacementLoggingError` immediately, and the exit hook does not wait.
+    """
 
     def __init__(self) -> None:
         self._saved = os.dup(1)
         read_fd, write_fd = os.pipe()
         self._read = read_fd
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the sinks
         self._sinks: list[PlacementLog] = []
+        self._sync_lock = threading.Lock()  # guards the waiting syncs and the error
         self._sync: dict[str, threading.Event] = {}
+        self._error: BaseException | None = None  # why the reader stopped forwarding
         try:
             sys.stdout.flush()
         except (AttributeError, ValueError):
             pass
         _libc_fflush()
         os.dup2(write_fd, 1)
-        os.close(write_fd)
-        self._thread = threading.Thread(target=self._pump, name="dtf-placement", daemon=True)
-        self._thread.start()
+        # sync() writes its token through a descriptor of its own into the same pipe (so it
+        # is ordered after everything written to descriptor 1 before it): once the reader has
+        # given descriptor 1 back, a token must never reach the real output.
+        self._token_fd = write_fd
+        self._token_lock = threading.Lock()
         # Inside IPython kernels TensorFlow writes its eager "Executing op" lines to
         # Python's sys.stdout: filter that stream too, for as long as the process lives.
         self._stream = sys.stdout
-        sys.stdout = _PythonStreamFilter(self._stream, self.deliver)
+        self._filter = _PythonStreamFilter(self._stream, self.deliver)
+        sys.stdout = self._filter
+        self._thread = threading.Thread(target=self._pump, name="dtf-placement", daemon=True)
+        self._thread.start()
         # The reader is a daemon thread: at exit, forward what is still in the pipe and
         # give descriptor 1 back, or a script's last lines would be lost.
         atexit.register(self.close)
 
+    @property
+    def error(self) -> BaseException | None:
+        """Why the reader stopped forwarding output, or None while it works."""
+        return self._error
+
+    def _dead(self) -> PlacementLoggingError:
+        return PlacementLoggingError(
+            f"the placement log reader stopped: it could not write this program's output "
+            f"({error_line(self._error)}). Standard output was given back as it was, and "
+            "placement capture is off in this process. Restart the kernel (or the script) "
+            "with its output going somewhere that accepts it."
+        )
+
+    def _restore_stdout(self) -> None:
+        if sys.stdout is self._filter:
+            sys.stdout = self._stream
+
     def close(self) -> None:
         """Forward everything pending, then restore ``sys.stdout`` and descriptor 1."""
+        if self._error is not None:  # the reader gave everything back already: no waiting
+            self._restore_stdout()
+            return
         try:  # at interpreter exit a stream may already be closed
             if isinstance(sys.stdout, _PythonStreamFilter):
                 sys.stdout.flush()
             self._stream.flush()
         except (AttributeError, OSError, ValueError):
             pass
-        if isinstance(sys.stdout, _PythonStreamFilter):
-            sys.stdout = self._stream
+        self._restore_stdout()
         try:
             self.sync()
         except PlacementLoggingError:
             pass
-        os.dup2(self._saved, 1)
+        with self._token_lock:
+            if self._error is None:
+                os.dup2(self._saved, 1)
+            if self._token_fd >= 0:  # the reader sees the end of its pipe and returns
+                os.close(self._token_fd)
+                self._token_fd = -1
 
     def echo(self, text: str) -> None:
         """Print placement lines to the user, past both filters."""
@@ -230,6 +300,12 @@ class _Interceptor:
             self._stream.flush()
 
     def _pump(self) -> None:
+        try:
+            self._sort()
+        except BaseException as err:  # noqa: BLE001 - whatever stopped it, give fd 1 back
+            self._stop(err)
+
+    def _sort(self) -> None:
         pending = b""
         while True:
             chunk = os.read(self._read, 65536)
@@ -250,11 +326,43 @@ class _Interceptor:
                 else:
                     passthrough.append(raw + b"\n")
             if passthrough:  # before waking a waiter: output stays in its own cell
-                os.write(self._saved, b"".join(passthrough))
-            for token in synced:
-                event = self._sync.get(token)
+                _write_all(self._saved, b"".join(passthrough))
+            with self._sync_lock:
+                events = [self._sync.get(token) for token in synced]
+            for event in events:
                 if event:
                     event.set()
+
+    def _stop(self, err: BaseException) -> None:
+        """The reader cannot go on: give descriptor 1 and ``sys.stdout`` back, wake every
+        waiting :meth:`sync` (it raises), then drain the pipe so that a writer blocked on it
+        (the program's own print) returns, and forward what it can."""
+        with self._sync_lock:
+            self._error = err
+            events = list(self._sync.values())
+        os.dup2(self._saved, 1)  # new writes go to the real destination and meet its error
+        self._restore_stdout()
+        for event in events:
+            event.set()
+        while True:
+            if self._token_fd >= 0 and self._token_lock.acquire(blocking=False):
+                try:  # no sync() can write a token any more (it checks the error first)
+                    if self._token_fd >= 0:
+                        os.close(self._token_fd)
+                        self._token_fd = -1
+                finally:
+                    self._token_lock.release()
+            try:
+                chunk = os.read(self._read, 65536)
+            except OSError:
+                break
+            if not chunk:  # every write end is closed
+                break
+            try:  # best effort: the destination failed once, it may fail again
+                os.write(self._saved, chunk.replace(b"\x00dtf-sync:", b""))
+            except OSError:
+                pass
+        os.close(self._read)
 
     def deliver(self, line: str) -> None:
         with self._lock:
@@ -262,20 +370,37 @@ class _Interceptor:
                 sink.lines.append(line)
 
     def sync(self) -> None:
-        """Wait until everything written to descriptor 1 so far has been sorted."""
+        """Wait until everything written to descriptor 1 so far has been sorted.
+
+        Raises :class:`PlacementLoggingError` at once if the reader has stopped, and after
+        :data:`SYNC_TIMEOUT_S` if it does not answer."""
+        if self._error is not None:
+            raise self._dead()
         _libc_fflush()
         token = uuid.uuid4().hex
         event = threading.Event()
-        self._sync[token] = event
-        os.write(1, f"{_SYNC}{token}\n".encode())
+        with self._sync_lock:
+            self._sync[token] = event  # before the error check: _stop() wakes it
         try:
-            if not event.wait(SYNC_TIMEOUT_S):
+            with self._token_lock:
+                if self._error is not None:
+                    raise self._dead()
+                if self._token_fd < 0:
+                    raise PlacementLoggingError(
+                        "placement capture was closed (the interpreter is exiting)"
+                    )
+                _write_all(self._token_fd, f"{_SYNC}{token}\n".encode())
+            answered = event.wait(SYNC_TIMEOUT_S)
+            if self._error is not None:
+                raise self._dead()
+            if not answered:
                 raise PlacementLoggingError(
                     f"the placement log reader did not answer within {SYNC_TIMEOUT_S:.0f} s; "
                     "restart the kernel"
                 )
         finally:
-            self._sync.pop(token, None)
+            with self._sync_lock:
+                self._sync.pop(token, None)
 
     def add(self, sink: PlacementLog) -> None:
         with self._lock:
@@ -304,6 +429,8 @@ def _ensure_logging() -> _Interceptor:
         )
     if _interceptor is None:
         _interceptor = _Interceptor()
+    if _interceptor.error is not None:
+        raise _interceptor._dead()
     if not _checked:
         with _collect(_interceptor, include_internal=True) as probe:
             tf.identity(tf.constant(0.0))

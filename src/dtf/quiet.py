@@ -19,6 +19,8 @@ import os
 import sys
 import warnings
 
+from dtf._util import whole_number
+
 #: Environment variables read by TensorFlow (and gRPC, used by TensorFlow servers).
 SETTINGS = {
     "TF_CPP_MIN_LOG_LEVEL": "2",
@@ -34,12 +36,14 @@ class TooLateError(RuntimeError):
 def quiet(level: int = 2) -> dict:
     """Set TensorFlow's logging environment; call it before ``import tensorflow``.
 
-    ``level`` is ``TF_CPP_MIN_LOG_LEVEL`` (0-3). Returns the settings it applied.
+    ``level`` is ``TF_CPP_MIN_LOG_LEVEL``: a whole number 0-3 (a NumPy integer will do).
+    ``True`` and ``2.0`` are refused with :class:`TypeError`: Python compares them equal to
+    1 and 2, but TensorFlow cannot parse the text ``"True"`` or ``"2.0"`` and falls back to
+    0, which prints every INFO line. Returns the settings it applied.
     Calling it again after TensorFlow was imported with the same settings is harmless
     (re-running a notebook's Setup cell); anything else raises :class:`TooLateError`.
     """
-    if level not in (0, 1, 2, 3):
-        raise ValueError(f"level must be 0, 1, 2 or 3 (TF_CPP_MIN_LOG_LEVEL), got {level!r}")
+    level = _check_level(level)
     wanted = dict(SETTINGS, TF_CPP_MIN_LOG_LEVEL=str(level))
     if "tensorflow" in sys.modules:
         missing = {k: v for k, v in wanted.items() if os.environ.get(k) != v}
@@ -54,6 +58,20 @@ def quiet(level: int = 2) -> dict:
         os.environ.update(wanted)
     _quiet_python_loggers()
     return wanted
+
+
+def _check_level(level) -> int:
+    """``level`` as an ``int`` 0-3; TypeError for bools, floats and text, ValueError for range."""
+    allowed = "level must be one of 0, 1, 2 or 3 (TF_CPP_MIN_LOG_LEVEL)"
+    try:
+        return whole_number("level", level, minimum=0, maximum=3)
+    except TypeError:
+        raise TypeError(
+            f"{allowed}, got {level!r} ({type(level).__name__}); pass the plain number, "
+            "e.g. quiet(2)"
+        ) from None
+    except ValueError:
+        raise ValueError(f"{allowed}, got {level!r}") from None
 
 
 def _quiet_python_loggers() -> None:

@@ -33,6 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from dtf._util import whole_number
+
 __all__ = [
     "MLP_VARIABLES",
     "average_gradients",
@@ -47,11 +49,9 @@ MLP_VARIABLES: tuple[str, ...] = ("weights_1", "biases_1", "weights_2", "biases_
 
 
 def _check_num_towers(num_towers) -> int:
-    if isinstance(num_towers, bool) or not isinstance(num_towers, numbers.Integral):
-        raise TypeError(f"num_towers must be a whole number, got {num_towers!r}")
-    if num_towers < 1:
-        raise ValueError(f"num_towers must be at least 1, got {num_towers}")
-    return int(num_towers)
+    return whole_number(
+        "num_towers", num_towers, minimum=1, hint="Give one tower per device, e.g. len(devices)."
+    )
 
 
 def split_batch(x, y, num_towers: int) -> list[tuple]:
@@ -154,14 +154,16 @@ def init_mlp(
     all four there (e.g. the CPU as parameter device); a sequence of devices: layer ``i``
     (its weights and biases) on ``device[i % len(device)]``, the seed notes' layout
     (``weights_1``/``biases_1`` on one device, ``weights_2``/``biases_2`` on the next).
+
+    Sizes follow :func:`dtf._util.whole_number` (NumPy integers are fine): ``TypeError`` for a
+    float or bool, ``ValueError`` for ``input_dim``/``hidden_units`` < 1, ``num_classes`` < 2
+    or an empty ``device`` list.
     """
-    for name, value in (("input_dim", input_dim), ("hidden_units", hidden_units)):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-            raise ValueError(f"{name} must be a positive whole number, got {value!r}")
-    if isinstance(num_classes, bool) or not isinstance(num_classes, numbers.Integral):
-        raise ValueError(f"num_classes must be a whole number >= 2, got {num_classes!r}")
-    if num_classes < 2:
-        raise ValueError(f"num_classes must be a whole number >= 2, got {num_classes!r}")
+    input_dim = whole_number("input_dim", input_dim, minimum=1)
+    hidden_units = whole_number("hidden_units", hidden_units, minimum=1)
+    num_classes = whole_number(
+        "num_classes", num_classes, minimum=2, hint="A classifier needs at least two classes."
+    )
     if device is None or isinstance(device, str):
         layer_devices = [device, device]
     else:
