@@ -1,39 +1,34 @@
-"""Tests of the lab system: the generator (tools/make_labs.py), the committed labs, and every
-lab executed headless.
+"""Tests of the lab system: the generator (tools/make_labs.py) and the committed labs.
 
 - The generator on small synthetic notebooks: regions replaced at their indentation, the
   result compiles, solution-only cells and outputs gone, links rebased, output idempotent,
   bad solutions refused.
-- The committed student labs are what their solutions generate (``make_labs.py --check``).
-- Every solution runs without error and every check prints "correct"; every student lab runs
-  to the end and every check prints "not attempted", with no traceback in any output.
+- The committed student labs are what their solutions generate (``make_labs.py --check``),
+  follow the lab template, call the checkers that ``dtf.checks`` registers for them, and
+  each has a test module that executes it.
 
-Executing the four labs takes about a minute on 2 cores (a TensorFlow import per kernel).
-With pytest-xdist use ``--dist loadfile`` (as ``make test`` does): this file then stays on
-one worker while the others run other files.
+Executing the labs (every solution check "correct", every student check "not attempted")
+is in one module per lab, ``tests/test_labNN.py``, so that with pytest-xdist and
+``--dist loadfile`` (as ``make test`` does) the labs run on different workers.
 """
 
 from __future__ import annotations
 
 import ast
-import importlib
 import json
-import os
 import re
-import sys
 from pathlib import Path
 
+import make_labs
 import nbformat
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-make_labs = importlib.import_module("make_labs")
+from dtf import checks
+from tests.conftest import ROOT
+from tests.labrun import CHECK_CELL, tasks_of
 
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("[0-9][0-9]_*_lab.ipynb"))
 STUDENT_LABS = [ROOT / "labs" / p.name for p in SOLUTIONS]
-TASK = re.compile(r"\*\*Task (\d+)\b")
-CELL_TIMEOUT_S = 120
 
 
 # --------------------------------------------------------------------------- helpers
@@ -297,14 +292,6 @@ def test_generated_labs_are_up_to_date() -> None:
     assert stale == [], "run: python tools/make_labs.py\n" + "\n".join(stale)
 
 
-def tasks_of(nb) -> list[int]:
-    found = []
-    for cell in nb.cells:
-        if cell.cell_type == "markdown":
-            found += [int(n) for n in TASK.findall(cell.source) if int(n) not in found]
-    return found
-
-
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_lab_structure(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
@@ -322,12 +309,39 @@ def test_lab_structure(path: Path) -> None:
         index = next(
             i
             for i, c in enumerate(student)
-            if c.cell_type == "code" and f"checks.{lab}_task{task}(" in c.source
+            if c.cell_type == "code" and f"checks.{lab}.task{task}(" in c.source
         )
         answer = student[index - 1]
         assert "### BEGIN SOLUTION" in answer.source
         assert f"Task {task}" in "".join(c.source for c in student[: index - 1][-3:])
     assert student[-1].cell_type == "markdown" and "## Summary" in student[-1].source
+    # dtf.checks knows the same tasks, optional where the notebook says so.
+    registered = checks.tasks(lab)
+    assert list(registered) == tasks
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for task, info in registered.items():
+        assert info.optional == bool(re.search(rf"\*\*Task {task} \(optional\)", markdown))
+    assert len([c for c in student if CHECK_CELL.search(c.source)]) == len(tasks)
+    assert f'checks.summary("{lab}")' in "".join(c.source for c in student)
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_every_lab_is_executed_by_its_own_test_module(path: Path) -> None:
+    module = ROOT / "tests" / f"test_lab{path.name[:2]}.py"
+    assert module.exists(), f"add {module.name}: copy tests/test_lab01.py, change LAB"
+    assert f'LAB = "{path.name}"' in module.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
+def test_sources_are_cited_by_name(path: Path) -> None:
+    """The source notes are cited by their names in README.md's Sources section."""
+    text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+    assert not re.search(r"(?i)\bseeds? \d{3}", text), "cite the notes by name (README Sources)"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    sources = readme[readme.index("## Sources") :]
+    for found in re.findall(r"\*([A-Z][^*]*(?:notes|TensorFlow))\*", text):
+        name = " ".join(found.split())  # a name may wrap across lines
+        assert f"*{name}*" in sources, f"{path.name} cites *{name}*, not in README's Sources"
 
 
 @pytest.mark.parametrize(
@@ -342,79 +356,6 @@ def test_relative_links_resolve(path: Path) -> None:
             if re.match(r"^[a-z]+:", target) or target.startswith("#"):
                 continue
             assert (path.parent / target.split("#")[0]).exists(), f"{path.name}: {target}"
-
-
-# --------------------------------------------------------------------------- executing labs
-
-
-def execute(path: Path):
-    """Run ``path`` top to bottom in a fresh kernel (its folder as working directory), as
-    JupyterLab's Run All would, and return the executed notebook."""
-    from nbclient import NotebookClient
-
-    nb = nbformat.read(path, as_version=4)
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    env.pop("DTF_METRICS_FILE", None)
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute(env=env)
-    return nb
-
-
-def output_text(nb) -> str:
-    parts = []
-    for cell in nb.cells:
-        for out in cell.get("outputs", []):
-            if out.output_type == "stream":
-                parts.append(out.text)
-            elif out.output_type == "error":
-                parts.append("\n".join(out.traceback))
-            else:
-                parts.append(str(out.get("data", {}).get("text/plain", "")))
-    return "\n".join(parts)
-
-
-def verdict_lines(text: str) -> dict[int, list[str]]:
-    lines: dict[int, list[str]] = {}
-    for line in text.splitlines():
-        m = re.match(r"^Task (\d+): (correct|wrong|not attempted)", line)
-        if m:
-            lines.setdefault(int(m[1]), []).append(m[2])
-    return lines
-
-
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
-def test_solution_runs_and_every_check_is_correct(path: Path) -> None:
-    nb = execute(path)
-    text = output_text(nb)
-    tasks = tasks_of(nb)
-    verdicts = verdict_lines(text)
-    assert set(verdicts) == set(tasks), text
-    for task in tasks:
-        assert verdicts[task] == ["correct"], text
-    assert "Traceback" not in text, text
-    assert not any(o.output_type == "error" for c in nb.cells for o in c.get("outputs", []))
-    assert f"lab{path.name[:2]}: {len(tasks)} of {len(tasks)} tasks correct" in text
-
-
-@pytest.mark.parametrize("path", STUDENT_LABS, ids=lambda p: p.name)
-def test_student_lab_runs_to_the_end_with_every_check_not_attempted(path: Path) -> None:
-    nb = execute(path)
-    text = output_text(nb)
-    tasks = tasks_of(nb)
-    verdicts = verdict_lines(text)
-    assert set(verdicts) == set(tasks), text
-    for task in tasks:
-        assert verdicts[task] == ["not attempted"], text
-    code_cells = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(c.execution_count is not None for c in code_cells)  # ran to the last cell
-    assert not any(o.output_type == "error" for c in code_cells for o in c.outputs)
-    assert "Traceback" not in text and "NotImplementedError:" not in text, text
-    assert f"lab{path.name[:2]}: 0 of {len(tasks)} tasks correct" in text
 
 
 def test_student_answer_cells_are_valid_python() -> None:

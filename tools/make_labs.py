@@ -13,7 +13,11 @@ edited by hand. What the generator does to each solution:
 
       raise NotImplementedError("Task N: write your code here")
 
-  ``N`` is the number of the last ``**Task N**`` markdown cell above the region.
+  ``N`` is the task of the nearest markdown cell above the region that introduces one: a
+  cell introduces the task named by the first line that starts with ``**Task N**`` (spaces
+  before it allowed) or is a heading ``## Task N`` (any level). ``**Task N**`` elsewhere in a line
+  ("reuse your answer from **Task 1**") is a mention and changes nothing, so a cell that
+  only mentions tasks keeps the current task.
 - Cells tagged ``solution`` are dropped (e.g. a note for course authors, or a cell that
   asserts every check passed, so that the headless run of a solution fails on a wrong
   answer), and so is a papermill ``injected-parameters`` cell. Other tags (``parameters``)
@@ -57,10 +61,10 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from nbtools import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS_DIR = ROOT / "labs" / "solutions"
-LABS_DIR = ROOT / "labs"
+SOLUTIONS_DIR = REPO_ROOT / "labs" / "solutions"
+LABS_DIR = REPO_ROOT / "labs"
 LAB_GLOB = "[0-9][0-9]_*_lab.ipynb"
 _LAB_NAME = re.compile(r"\d\d_.+_lab\.ipynb")
 
@@ -68,7 +72,11 @@ BEGIN = "### BEGIN SOLUTION"
 END = "### END SOLUTION"
 _BEGIN_LINE = re.compile(r"^(?P<indent>[ \t]*)### BEGIN SOLUTION[ \t]*$")
 _END_LINE = re.compile(r"^[ \t]*### END SOLUTION[ \t]*$")
-_TASK = re.compile(r"\*\*Task (?P<num>\d+)\b")
+#: A line that introduces a task: ``**Task N**`` at its start, or a heading ``## Task N``.
+_TASK_LINE = re.compile(
+    r"^[ \t]*(?:\*\*Task[ \t]+(?P<bold>\d+)\b|#{1,6}[ \t]+Task[ \t]+(?P<heading>\d+)\b)",
+    re.MULTILINE,
+)
 #: Cells with this tag exist only in the solution.
 SOLUTION_TAG = "solution"
 #: Cells dropped from the student lab: solution-only cells, and the cell papermill adds when
@@ -83,6 +91,20 @@ class LabError(Exception):
 
 
 # --------------------------------------------------------------------------- regions
+
+
+def task_number(markdown: str) -> int | None:
+    """The task a markdown cell introduces (see the module docstring), or None.
+
+    >>> task_number("**Task 2.** Write it; reuse your answer from **Task 1**.")
+    2
+    >>> task_number("Reuse your answer from **Task 1**.") is None
+    True
+    """
+    match = _TASK_LINE.search(markdown)
+    if match is None:
+        return None
+    return int(match["bold"] or match["heading"])
 
 
 def stub_regions(source: str, task: int | None, where: str = "cell") -> tuple[str, int]:
@@ -206,9 +228,9 @@ def make_student(
     for index, cell in enumerate(nb.cells):
         tags = list(cell.get("metadata", {}).get("tags", []))
         if cell.cell_type == "markdown":
-            found = _TASK.findall(cell.source)
-            if found:
-                task = int(found[-1])
+            introduced = task_number(cell.source)
+            if introduced is not None:
+                task = introduced
         if DROP_TAGS.intersection(tags):
             continue
         where = f"{name}, cell {index}"
@@ -260,14 +282,14 @@ def _lab_path(solution: Path) -> Path:
 
 def _rel_dir(path: Path) -> str:
     try:
-        return path.resolve().relative_to(ROOT).as_posix()
+        return path.resolve().relative_to(REPO_ROOT).as_posix()
     except ValueError:
         return path.resolve().as_posix()
 
 
 def _display(path: Path) -> str:
     try:
-        return path.resolve().relative_to(ROOT).as_posix()
+        return path.resolve().relative_to(REPO_ROOT).as_posix()
     except ValueError:
         return path.name
 

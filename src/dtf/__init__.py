@@ -1,13 +1,17 @@
 """Helpers shared by the notebooks of "Distributed TensorFlow, hands-on".
 
-Each module is small and is shown in plain TensorFlow in a notebook before the
-notebook imports it:
+Each module is small. A notebook first shows the idea in plain TensorFlow (or plain Python),
+and only then imports the helper that does it:
 
 - ``dtf.quiet``     silence TensorFlow's C++ log lines (call before importing TensorFlow)
 - ``dtf.devices``   make any machine look like N devices, and list what is there
+- ``dtf.masking``   model ``CUDA_VISIBLE_DEVICES`` and ``CUDA_DEVICE_ORDER`` without a GPU
 - ``dtf.placement`` capture device-placement logs as a table
+- ``dtf.towers``    in-graph replication: one model copy per device, gradients averaged
+- ``dtf.parallel``  model, data and pipeline parallelism of one small network, and their costs
 - ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
+- ``dtf.checks``    lab checkers, one module per lab
 
 Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act.
 """

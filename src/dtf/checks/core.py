@@ -1,0 +1,466 @@
+"""The verdict core shared by every lab's checkers.
+
+- :class:`Verdict`: what a check says (``correct``, ``wrong`` or ``not attempted``) and the
+  one line it printed.
+- :func:`task`: the decorator that turns a checking function into a lab's checker and
+  registers it, so that :func:`summary` and :func:`assert_all_correct` know the tasks of
+  every lab without a hand-kept list.
+- :func:`check` runs one check and never raises; inside it, :func:`call` runs the learner's
+  answer and :class:`Wrong` says what is wrong with it.
+- :func:`expect_equal`, :func:`expect_close` and :func:`short` compare values and describe
+  them in messages; :func:`device_names`, :func:`placement_table` and :func:`devices_of`
+  read a device setup and a placement table.
+
+A checking function receives the learner's answer (and whatever else its check cell
+passes), raises :class:`Wrong` when the answer is wrong, and returns an optional note for
+the "correct" line::
+
+    @task("lab01", 1)
+    def task1(answer):
+        got = call(answer)
+        expect_equal({0: 2, 1: 3}, got, what="the mask '2,3'", hint="...")
+        return "the mapping matches CUDA's rules"
+
+``task1(predict_mappings)`` then checks, prints and remembers the verdict and returns it.
+Verdicts depend only on the answer: checking the same answer again gives the same line.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import importlib
+import pkgutil
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dtf._util import error_line, whole_number
+
+__all__ = [
+    "CORRECT",
+    "NOT_ATTEMPTED",
+    "STATUSES",
+    "STUB_MESSAGE",
+    "WRONG",
+    "Task",
+    "Verdict",
+    "Wrong",
+    "as_array",
+    "assert_all_correct",
+    "call",
+    "call_function",
+    "check",
+    "device_names",
+    "devices_of",
+    "expect_close",
+    "expect_equal",
+    "expected_got",
+    "known_labs",
+    "placement_table",
+    "reset",
+    "short",
+    "summary",
+    "task",
+    "tasks",
+]
+
+CORRECT, WRONG, NOT_ATTEMPTED = "correct", "wrong", "not attempted"
+STATUSES = (CORRECT, WRONG, NOT_ATTEMPTED)
+
+#: The message of the stubs ``tools/make_labs.py`` writes.
+STUB_MESSAGE = re.compile(r"^Task (?P<task>\d+): write your code here")
+#: Lab names: ``lab`` and the two digits of the lab's notebook (``labs/01_x_lab.ipynb``).
+_LAB_NAME = re.compile(r"lab\d\d")
+_SHORT_LIMIT = 160
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one check. ``message`` is the line the checker printed."""
+
+    lab: str
+    task: int
+    status: str
+    message: str
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status must be one of {STATUSES}, got {self.status!r}")
+
+    @property
+    def correct(self) -> bool:
+        return self.status == CORRECT
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class Wrong(Exception):
+    """Raised inside a checker: the answer is wrong. ``detail`` says how, ``hint`` what to try."""
+
+    def __init__(self, detail: str, hint: str | None = None) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.hint = hint
+
+
+class _NotAttempted(Exception):
+    """Raised inside a checker: the task still has its stub."""
+
+
+#: The latest verdict of every task that was checked, per lab: the scorecard.
+_results: dict[str, dict[int, Verdict]] = {}
+#: The task being checked, so that :func:`call` can tell a stub of another task apart.
+_current_task: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "dtf_checks_current_task", default=None
+)
+
+
+def reset(lab: str | None = None) -> None:
+    """Forget the verdicts of ``lab`` (of every lab when None)."""
+    if lab is None:
+        _results.clear()
+    else:
+        _results.pop(lab, None)
+
+
+def _sentence(text: str) -> str:
+    """``text`` with a capital first letter and a full stop at the end."""
+    text = text.strip()
+    if text and text[0].islower():
+        text = text[0].upper() + text[1:]
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def _verdict(lab: str, number: int, status: str, detail: str = "", hint: str | None = None):
+    label = f"Task {number}"
+    if status == CORRECT:
+        message = f"{label}: correct" + (f". {_sentence(detail)}" if detail else "")
+    elif status == NOT_ATTEMPTED:
+        message = f"{label}: not attempted" + (f" ({detail})" if detail else "")
+    else:
+        detail = detail.strip()
+        detail = detail if detail.endswith((".", "!", "?")) else detail + "."
+        message = f"{label}: wrong: {detail}" + (f" Hint: {_sentence(hint)}" if hint else "")
+    return Verdict(lab, number, status, message)
+
+
+def check(lab: str, number: int, body: Callable[[], str | None], answer: Any = None) -> Verdict:
+    """Run one check and turn its outcome into a printed, remembered :class:`Verdict`.
+
+    ``body()`` raises :class:`Wrong` (or the internal not-attempted signal raised by
+    :func:`call`) or returns an optional note shown with "correct". Any other exception is
+    reported as "wrong" with its type and message, never raised. ``answer`` only serves to
+    name the function in the "not attempted" message.
+    """
+    token = _current_task.set(number)
+    try:
+        note = body()
+        verdict = _verdict(lab, number, CORRECT, note or "")
+    except _NotAttempted:
+        name = getattr(answer, "__name__", None)
+        where = f" in `{name}`" if callable(answer) and name else ""
+        detail = (
+            f"replace `raise NotImplementedError(...)`{where} with your code, "
+            "run that cell, then this one"
+        )
+        verdict = _verdict(lab, number, NOT_ATTEMPTED, detail)
+    except Wrong as exc:
+        verdict = _verdict(lab, number, WRONG, exc.detail, exc.hint)
+    except Exception as exc:  # a malformed answer the checker did not foresee: never raise
+        verdict = _verdict(
+            lab, number, WRONG, f"your answer could not be checked ({error_line(exc)})"
+        )
+    finally:
+        _current_task.reset(token)
+    _results.setdefault(lab, {})[number] = verdict
+    print(verdict.message, flush=True)
+    return verdict
+
+
+def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
+    """The learner's answer: ``answer(*args, **kwargs)`` if it is callable, else ``answer``.
+
+    ``None``, ``...`` and ``NotImplementedError`` mean "not attempted"; any other exception
+    the learner's code raises becomes a :class:`Wrong` that quotes it.
+    """
+    if answer is None or answer is Ellipsis:
+        raise _NotAttempted
+    if not callable(answer):
+        return answer
+    name = getattr(answer, "__name__", "your function")
+    try:
+        result = answer(*args, **kwargs)
+    except NotImplementedError as exc:
+        other = STUB_MESSAGE.match(str(exc))
+        current = _current_task.get()
+        if other and current is not None and int(other["task"]) != current:
+            raise Wrong(
+                f"`{name}` calls code of Task {other['task']}, which still raises "
+                f"NotImplementedError",
+                f"finish Task {other['task']} first",
+            ) from None
+        raise _NotAttempted from None
+    except Exception as exc:
+        raise Wrong(
+            f"`{name}` raised {error_line(exc)}",
+            hint=f"call `{name}` in a new cell to see the full traceback",
+        ) from None
+    return result
+
+
+def call_function(answer: Any, *args: Any, **kwargs: Any) -> Any:
+    """Like :func:`call`, for tasks whose answer must be a function (it is called again
+    with other arguments)."""
+    if answer is not None and answer is not Ellipsis and not callable(answer):
+        raise Wrong(
+            f"expected a function, got {short(answer)}",
+            "pass the function itself to the checker, without calling it (no parentheses)",
+        )
+    return call(answer, *args, **kwargs)
+
+
+# --------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Task:
+    """One registered task: its lab, number, whether it is optional, its checker, and the
+    function that checker runs (``module.qualname``)."""
+
+    lab: str
+    number: int
+    optional: bool
+    checker: Callable[..., Verdict]
+    source: str
+
+
+_registry: dict[str, dict[int, Task]] = {}
+
+
+def _check_lab(lab: Any) -> str:
+    if not isinstance(lab, str) or not _LAB_NAME.fullmatch(lab):
+        raise ValueError(
+            f"a lab is named 'lab' and the two digits of its notebook, e.g. 'lab01', got {lab!r}"
+        )
+    return lab
+
+
+def task(lab: str, number: int, *, optional: bool = False):
+    """Decorator: make ``body(answer, *args, **kwargs)`` the checker of task ``number`` of
+    ``lab`` and register it.
+
+    The decorated function takes the same arguments and returns the :class:`Verdict` of
+    :func:`check`: ``body`` runs inside it, raises :class:`Wrong` for a wrong answer and
+    returns an optional note for the "correct" line. Registering a second, different
+    function for the same task raises ``ValueError``; re-importing the same module (e.g.
+    ``importlib.reload``) replaces the checker.
+    """
+    lab = _check_lab(lab)
+    number = whole_number("a task number", number, minimum=1)
+    if not isinstance(optional, bool):
+        raise TypeError(f"optional must be True or False, got {optional!r}")
+
+    def register(body: Callable[..., str | None]) -> Callable[..., Verdict]:
+        where = f"{body.__module__}.{body.__qualname__}"
+        known = _registry.get(lab, {}).get(number)
+        if known is not None and known.source != where:
+            raise ValueError(
+                f"task {number} of {lab} is already checked by {known.source}; "
+                f"give {where} another number"
+            )
+
+        @functools.wraps(body)
+        def checker(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
+            return check(lab, number, lambda: body(answer, *args, **kwargs), answer)
+
+        _registry.setdefault(lab, {})[number] = Task(lab, number, optional, checker, where)
+        return checker
+
+    return register
+
+
+def known_labs() -> list[str]:
+    """The labs that have checkers: those registered, and the ``labNN`` modules of this
+    package (imported when their tasks are asked for)."""
+    package = __name__.rpartition(".")[0]
+    modules = {
+        info.name
+        for info in pkgutil.iter_modules(importlib.import_module(package).__path__)
+        if _LAB_NAME.fullmatch(info.name)
+    }
+    return sorted(modules | set(_registry))
+
+
+def tasks(lab: str) -> dict[int, Task]:
+    """The registered tasks of ``lab``, by number. The lab's module is imported if needed."""
+    lab = _check_lab(lab)
+    if lab not in _registry and lab in known_labs():
+        importlib.import_module(f"{__name__.rpartition('.')[0]}.{lab}")
+    if lab not in _registry:
+        raise ValueError(f"unknown lab {lab!r}; known: {', '.join(known_labs())}")
+    return dict(sorted(_registry[lab].items()))
+
+
+# --------------------------------------------------------------------------- scorecard
+
+
+def summary(lab: str) -> dict[int, str]:
+    """Print the lab's scorecard (one line per task) and return ``{task: status}``."""
+    registered = tasks(lab)
+    seen = _results.get(lab, {})
+    statuses = {}
+    lines = []
+    for number, info in registered.items():
+        verdict = seen.get(number)
+        status = verdict.status if verdict else "not checked yet (run its check cell)"
+        statuses[number] = verdict.status if verdict else NOT_ATTEMPTED
+        label = f"Task {number}" + (" (optional)" if info.optional else "")
+        lines.append(f"  {label}: {status}")
+    done = sum(s == CORRECT for s in statuses.values())
+    print(f"{lab}: {done} of {len(registered)} tasks correct")
+    print("\n".join(lines), flush=True)
+    return statuses
+
+
+def assert_all_correct(lab: str) -> None:
+    """Raise AssertionError unless every task of ``lab`` was checked and is correct.
+
+    Solution notebooks end with this (in a cell tagged ``solution``, so the student lab
+    does not have it): a wrong solution then fails the headless run instead of printing
+    a verdict nobody reads.
+    """
+    registered = tasks(lab)
+    seen = _results.get(lab, {})
+    bad = [
+        seen[number].message if number in seen else f"Task {number}: not checked"
+        for number in registered
+        if number not in seen or not seen[number].correct
+    ]
+    if bad:
+        raise AssertionError(f"{lab}: tasks not correct: " + "; ".join(bad))
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A NumPy array from a tensor, variable, array, list or number."""
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    return np.asarray(value)
+
+
+def _is_arraylike(value: Any) -> bool:
+    return hasattr(value, "numpy") or isinstance(value, np.ndarray)
+
+
+def short(value: Any, limit: int = _SHORT_LIMIT) -> str:
+    """A one-line description of ``value`` for messages: arrays and tensors show their
+    shape, dtype and first values; long reprs are cut."""
+    if _is_arraylike(value):
+        array = as_array(value)
+        flat = array.ravel()
+        shown = np.array2string(flat[:6], precision=4, separator=", ")
+        if flat.size > 6:
+            shown = shown[:-1] + ", ...]"
+        kind = "tensor" if hasattr(value, "numpy") else "array"
+        text = f"{kind} of shape {tuple(array.shape)} ({array.dtype}) {shown}"
+    else:
+        text = repr(value)
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _prefix(what: str | None) -> str:
+    return f"for {what}: " if what else ""
+
+
+def expected_got(expected: Any, got: Any, what: str | None = None) -> str:
+    """``"for <what>: expected X, got Y"`` with both values shortened."""
+    return f"{_prefix(what)}expected {short(expected)}, got {short(got)}"
+
+
+def expect_equal(expected: Any, got: Any, *, what: str | None = None, hint: str | None = None):
+    """Raise :class:`Wrong` unless ``got == expected``."""
+    try:
+        same = bool(got == expected)
+    except Exception:  # e.g. arrays of different shapes
+        same = False
+    if not same:
+        raise Wrong(expected_got(expected, got, what), hint)
+
+
+def expect_close(
+    expected: Any,
+    got: Any,
+    *,
+    what: str | None = None,
+    atol: float = 1e-6,
+    rtol: float = 0.0,
+    hint: str | None = None,
+) -> float:
+    """Raise :class:`Wrong` unless ``got`` has ``expected``'s shape and every element is
+    within ``atol + rtol * |expected|``; returns the largest absolute difference."""
+    want = as_array(expected).astype(np.float64)
+    try:
+        have = as_array(got).astype(np.float64)
+    except (TypeError, ValueError):
+        raise Wrong(f"{_prefix(what)}expected numbers, got {short(got)}", hint) from None
+    if have.shape != want.shape:
+        raise Wrong(
+            f"{_prefix(what)}expected shape {tuple(want.shape)}, got shape {tuple(have.shape)}",
+            hint,
+        )
+    if want.size == 0:
+        return 0.0
+    diff = np.abs(have - want)
+    diff = np.where(np.isnan(diff), np.inf, diff)
+    worst = np.unravel_index(int(np.argmax(diff)), diff.shape)
+    largest = float(diff[worst])
+    if largest > atol + rtol * abs(float(want[worst])):
+        where = f" at index {tuple(int(i) for i in worst)}" if want.ndim else ""
+        raise Wrong(
+            f"{_prefix(what)}expected {short(want.astype(as_array(expected).dtype))}, "
+            f"got {short(got)}; the largest difference is {largest:.3g}{where} "
+            f"(expected {float(want[worst]):.6g}, got {float(have[worst]):.6g}; "
+            f"tolerance {atol:g})",
+            hint,
+        )
+    return largest
+
+
+# --------------------------------------------------------------------------- devices
+
+
+def device_names(setup_or_names: Any) -> list[str]:
+    """The device names of a ``DeviceSetup`` (``devices.setup(...)``) or of a list."""
+    names = getattr(setup_or_names, "names", setup_or_names)
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise TypeError("pass the DeviceSetup from devices.setup(...) or a list of device names")
+    return [str(n) for n in names]
+
+
+def placement_table(value: Any):
+    """A placement table from what the learner returned (a DataFrame or a PlacementLog)."""
+    table = getattr(value, "table", value)
+    if not hasattr(table, "columns") or not {"op_type", "device"} <= set(table.columns):
+        raise Wrong(
+            f"expected the placement table (a DataFrame with op_type and device columns), "
+            f"got {short(value)}",
+            "return `log.table` from `with placement.capture() as log:`",
+        )
+    return table
+
+
+def devices_of(table, op_types: Sequence[str]) -> list[str]:
+    """The devices (short names, in log order, each once) that ran ops of ``op_types``."""
+    rows = table[table["op_type"].isin(list(op_types))]
+    return list(dict.fromkeys(rows["device"]))

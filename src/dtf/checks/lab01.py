@@ -1,0 +1,406 @@
+"""Checkers of Lab 01 · Masking and placement (``labs/01_masking_placement_lab.ipynb``).
+
+1. :func:`task1`: predict the GPUs a ``CUDA_VISIBLE_DEVICES`` mask shows, and their numbers;
+2. :func:`task2`: the environment of a child process that sees physical GPUs 1 and 3;
+3. :func:`task3`: a matmul on one device, an addition on another, proven by the placement log;
+4. :func:`task4` (optional): what soft placement does with a device that does not exist.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dtf.checks.core import (
+    Wrong,
+    call,
+    call_function,
+    device_names,
+    devices_of,
+    expect_close,
+    expected_got,
+    placement_table,
+    short,
+    task,
+)
+from dtf.placement import short_device
+
+LAB = "lab01"
+
+#: Task 1: the machine has this many GPUs, and these are the masks to predict.
+PHYSICAL_GPUS = 4
+MASKS = ("2,3", "1,0", "0,2,-1,1", "")
+_MASK_HINTS = {
+    "2,3": "visible ordinals always start at 0: the first GPU in the list becomes GPU:0",
+    "1,0": "the order of the list is the order of the ordinals, even when it is not sorted",
+    "0,2,-1,1": "CUDA stops reading the list at the first invalid index (-1): the GPUs listed "
+    "after it stay hidden",
+    "": "an empty CUDA_VISIBLE_DEVICES hides every GPU: the mapping is an empty dict {}",
+}
+#: Task 2: the physical GPUs the child process must see, in this order.
+CHILD_GPUS = [1, 3]
+#: Task 2: how long the child process may take (a Python start, no TensorFlow).
+CHILD_TIMEOUT_S = 60.0
+_MARKER = "DTF_LAB01_PARENT_SETTING"
+#: A TensorFlow device name where CUDA wants a physical index: ``GPU:1``, ``/gpu:1``, ...
+_TF_DEVICE_NAME = re.compile(r"(?i)^(?:/job:\S+?)?/?(?:device:)?(?:gpu|cpu):\d+$")
+
+#: Task 3: the inputs (the 2×3 and 3×2 matrices of the *Parallel Processing notes*), the
+#: bias, and the op types that count as "the addition".
+A = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+B = [[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]]
+BIAS = [0.5, -0.5]
+_ADD_TYPES = ("AddV2", "Add", "BiasAdd", "AddN")
+#: A GPU named in code: ``/gpu:1``, ``/device:GPU:1``, ``GPU:1``, or ``/gpu:`` of an f-string.
+_GPU_IN_CODE = re.compile(r"(?i)/(?:device:)?gpu:(?P<n>\d*)|\bgpu:(?P<m>\d+)")
+
+
+def _as_mapping(value: Any) -> Any:
+    """``{0: 2, 1: 3}`` from a dict (keys/values made ints when they are whole numbers) or a
+    list ``[2, 3]``; anything else is returned unchanged (and will not compare equal)."""
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return value
+    out = {}
+    for key, item in items:
+        try:
+            out[int(key)] = int(item)
+        except (TypeError, ValueError):
+            return dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+@task(LAB, 1)
+def task1(answer: Any) -> str:
+    """Predicted ``{mask: {visible ordinal: physical id}}`` for :data:`MASKS` on a machine
+    with :data:`PHYSICAL_GPUS` GPUs, compared with :func:`dtf.masking.visible_mapping`."""
+    from dtf import masking
+
+    got = call(answer)
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"expected a dict {{mask: {{visible ordinal: physical id}}}}, got {short(got)}",
+            "return one entry per mask, e.g. {'2,3': {0: 2, 1: 3}, ...}",
+        )
+    for mask in MASKS:
+        expected = masking.visible_mapping(mask, PHYSICAL_GPUS)
+        if mask not in got:
+            raise Wrong(
+                f"there is no prediction for CUDA_VISIBLE_DEVICES={mask!r}",
+                f"the dict needs one key per mask, exactly as written: {list(MASKS)}",
+            )
+        if _as_mapping(got[mask]) != expected:
+            raise Wrong(
+                expected_got(expected, got[mask], f"CUDA_VISIBLE_DEVICES={mask!r}"),
+                _MASK_HINTS[mask],
+            )
+    return f"all {len(MASKS)} mappings match CUDA's rules"
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def _environment_changes(before: Mapping[str, str]) -> list[str]:
+    return sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k))
+
+
+@task(LAB, 2)
+def task2(answer: Any) -> str:
+    """``child_env(base_env) -> dict``: the environment of a child process that sees only
+    physical GPUs 1 and 3 (in that order). Checked: a new dict of strings that keeps the
+    parent's other variables, leaves ``base_env`` and ``os.environ`` alone, and has a
+    ``CUDA_VISIBLE_DEVICES`` that :func:`dtf.masking.parse_mask` reads as ``[1, 3]``; then a
+    child process is started with it to show the value arrives."""
+    base = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1,2,3", _MARKER: "kept"}
+    given = dict(base)
+    before = dict(os.environ)
+    try:
+        env = call(answer, given)
+    finally:
+        changed = _environment_changes(before)
+        if changed:  # undo it: later cells (and their children) must not inherit it
+            os.environ.clear()
+            os.environ.update(before)
+    if changed:
+        raise Wrong(
+            f"the function changed this process's own environment ({', '.join(changed)})",
+            "TensorFlow in this kernel initialised long ago, so that changes nothing here, "
+            "and every process started later would inherit it: build and return a new dict",
+        )
+    if given != base:
+        raise Wrong(
+            "the function changed the base_env dict it was given",
+            "copy it first: env = dict(base_env), then change the copy",
+        )
+    if not isinstance(env, Mapping):
+        raise Wrong(
+            f"expected a dict (the child's environment), got {short(env)}",
+            "return dict(base_env, CUDA_VISIBLE_DEVICES=...)",
+        )
+    if "CUDA_VISIBLE_DEVICES" not in env:
+        raise Wrong(
+            "the environment has no CUDA_VISIBLE_DEVICES, so the child would see the "
+            "parent's setting",
+            "set env['CUDA_VISIBLE_DEVICES']",
+        )
+    bad = {k: v for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)}
+    if bad:
+        key, value = next(iter(bad.items()))
+        raise Wrong(
+            f"environment variables are strings, got {key!r}: {short(value)} "
+            f"({type(value).__name__})",
+            "write the value as a string, e.g. '0,1'",
+        )
+    lost = [k for k in base if k != "CUDA_VISIBLE_DEVICES" and env.get(k) != base[k]]
+    if lost:
+        raise Wrong(
+            f"the child's environment lost or changed {len(lost)} of the parent's "
+            f"variables (e.g. {lost[0]})",
+            "start from a copy of base_env, so the child still finds PATH, HOME, "
+            "Python's settings, ...; change only CUDA_VISIBLE_DEVICES",
+        )
+    value = env["CUDA_VISIBLE_DEVICES"]
+    visible = _parse_child_mask(value)
+    if visible != CHILD_GPUS:
+        raise Wrong(
+            expected_got(
+                CHILD_GPUS,
+                visible,
+                f"the physical GPUs CUDA shows (CUDA_VISIBLE_DEVICES={value!r})",
+            ),
+            "list the physical indices, comma-separated, in the order the child should number them",
+        )
+    seen = _child_sees(dict(env))
+    mapping = ", ".join(f"GPU:{o} = physical {p}" for o, p in enumerate(visible))
+    return f"A child process started with it read CUDA_VISIBLE_DEVICES={seen!r}: {mapping}"
+
+
+def _parse_child_mask(value: str) -> list[int]:
+    """The physical GPUs ``value`` shows on a :data:`PHYSICAL_GPUS`-GPU machine, or a
+    :class:`Wrong` that says why CUDA cannot be relied on to read it."""
+    from dtf import masking
+
+    names = [t.strip() for t in value.split(",") if _TF_DEVICE_NAME.match(t.strip())]
+    if names:
+        raise Wrong(
+            f"CUDA_VISIBLE_DEVICES={value!r} uses TensorFlow device names ({names[0]!r}); "
+            "CUDA reads physical GPU indices, before TensorFlow numbers what it sees",
+            "write the physical indices, comma-separated, e.g. '0,2'",
+        )
+    try:
+        return masking.parse_mask(value, PHYSICAL_GPUS)
+    except ValueError as exc:
+        raise Wrong(str(exc)) from None
+
+
+def _child_sees(env: dict[str, str]) -> str:
+    """Start a small Python child with ``env`` and return the CUDA_VISIBLE_DEVICES it reads."""
+    code = "import os; print(os.environ.get('CUDA_VISIBLE_DEVICES'))"
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise Wrong(
+            f"a child process started with this environment did not finish in {CHILD_TIMEOUT_S:g} s"
+        ) from None
+    if proc.returncode != 0:
+        raise Wrong(
+            f"a child process started with this environment failed (exit status "
+            f"{proc.returncode}): {proc.stderr.strip()[-300:] or 'no error message'}"
+        )
+    seen = proc.stdout.strip()
+    if seen != env["CUDA_VISIBLE_DEVICES"]:
+        raise Wrong(expected_got(env["CUDA_VISIBLE_DEVICES"], seen, "what the child process read"))
+    return seen
+
+
+# --------------------------------------------------------------------------- task 3
+
+
+def _strings_in(function: Any) -> list[str]:
+    """The string constants of ``function``'s code and of the code nested in it (not its
+    docstring): the device names a learner typed, for instance."""
+    function = getattr(function, "python_function", function)  # a tf.function
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return []
+    doc = getattr(function, "__doc__", None)
+    found, todo = [], [code]
+    while todo:
+        current = todo.pop()
+        for const in current.co_consts:
+            if isinstance(const, str) and const != doc:
+                found.append(const)
+            elif hasattr(const, "co_consts"):
+                todo.append(const)
+    return found
+
+
+def _missing_gpus_asked_for(answer: Any) -> list[str]:
+    """The GPU names in ``answer``'s code that name no device of this process: soft
+    placement runs their ops elsewhere, without a word."""
+    import tensorflow as tf
+
+    here = {short_device(d.name) for d in tf.config.list_logical_devices()}
+    missing = []
+    for text in _strings_in(answer):
+        for m in _GPU_IN_CODE.finditer(text):
+            index = m["n"] if m["n"] is not None else m["m"]
+            if index == "" or f"GPU:{int(index)}" not in here:
+                missing.append(m[0])
+    return list(dict.fromkeys(missing))
+
+
+def _wrong_device(what: str, want: str, found: list[str], hint: str, answer: Any) -> Wrong:
+    detail = expected_got(want, ", ".join(found), f"the device of {what}")
+    gpus = _missing_gpus_asked_for(answer)
+    if gpus:
+        detail += (
+            f": your code asks for {gpus[0]!r}, which this process does not have, so soft "
+            f"placement (on by default) quietly ran the op on {', '.join(found)} instead"
+        )
+        hint = "use the names in setup.names, which exist here: " + hint
+    return Wrong(detail, hint)
+
+
+@task(LAB, 3)
+def task3(answer: Any, setup: Any) -> str:
+    """``place_ops(a, b, bias) -> (result, placement table)``: the matmul on device 1, the
+    addition of ``bias`` on device 0, proven by the placement log (see
+    :func:`dtf.placement.capture`). When an op ran elsewhere because the code asked for a
+    GPU this process does not have, the message says that soft placement moved it."""
+    import tensorflow as tf
+
+    names = device_names(setup)
+    if len(names) < 2:
+        raise Wrong(
+            f"this task needs at least 2 devices, the setup has {len(names)}",
+            "set NUM_DEVICES = 2 or more and restart the kernel",
+        )
+    a, b, bias = (tf.constant(v) for v in (A, B, BIAS))
+    got = call_function(answer, a, b, bias)
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(
+            f"expected a pair (result, placement table), got {short(got)}",
+            "return result, log.table",
+        )
+    result, table = got
+    expected = np.matmul(A, B) + np.asarray(BIAS)
+    expect_close(
+        expected, result, what="the result", atol=1e-5, hint="compute tf.matmul(a, b) + bias"
+    )
+    table = placement_table(table)
+    want_mm, want_add = short_device(names[1]), short_device(names[0])
+    found = {
+        "MatMul": devices_of(table, ["MatMul"]),
+        "the addition": devices_of(table, _ADD_TYPES),
+    }
+    for what, where in found.items():
+        if not where:
+            raise Wrong(
+                f"your placement table has no {what}",
+                "run the ops inside the `with placement.capture() as log:` block (and "
+                "eagerly: a tf.function logs its placement only when it is traced)",
+            )
+    if found["MatMul"] != [want_mm]:
+        raise _wrong_device(
+            "MatMul",
+            want_mm,
+            found["MatMul"],
+            "run tf.matmul inside `with tf.device(setup.names[1]):`",
+            answer,
+        )
+    if found["the addition"] != [want_add]:
+        raise _wrong_device(
+            "the addition",
+            want_add,
+            found["the addition"],
+            "add the bias inside `with tf.device(setup.names[0]):`",
+            answer,
+        )
+    note = f"MatMul ran on {want_mm} and the addition on {want_add}"
+    gpus = _missing_gpus_asked_for(answer)
+    if gpus:  # right by luck: soft placement put an op where it was wanted
+        note += (
+            f"; but your code also asks for {gpus[0]!r}, which this process does not have: "
+            "soft placement quietly ran that op elsewhere (use setup.names)"
+        )
+    return note
+
+
+# --------------------------------------------------------------------------- task 4
+
+
+def missing_device(setup: Any) -> str:
+    """A device name that does not exist in ``setup``: one past its last device."""
+    names = device_names(setup)
+    kind = short_device(names[-1]).split(":")[0]
+    return f"/device:{kind}:{len(names)}"
+
+
+@task(LAB, 4, optional=True)
+def task4(answer: Any, setup: Any) -> str:
+    """``predict_soft_placement() -> {True: raises?, False: raises?}``: for each setting of
+    ``tf.config.set_soft_device_placement``, will a matmul placed on a device that does not
+    exist raise an error? The checker runs both cases now (and restores the setting)."""
+    got = call(answer)
+    if not isinstance(got, Mapping) or set(got) != {True, False}:
+        raise Wrong(
+            f"expected a dict with the keys True and False (soft placement on/off), "
+            f"got {short(got)}",
+            "return {True: <raises with soft placement on?>, False: <... off?>}",
+        )
+    if not all(isinstance(v, (bool, np.bool_)) for v in got.values()):
+        raise Wrong(
+            f"expected True (it raises) or False (it runs) for each setting, got {short(got)}"
+        )
+    measured, notes = _soft_placement_outcomes(missing_device(setup))
+    for soft in (True, False):
+        if bool(got[soft]) != measured[soft]:
+            state = "on" if soft else "off"
+            raise Wrong(
+                expected_got(measured[soft], bool(got[soft]), f"soft placement {state} (raises?)")
+                + f". What happened: {notes[soft]}",
+                "soft placement lets TensorFlow pick another device when the one asked "
+                "for cannot run the op; without it, TensorFlow refuses",
+            )
+    return f"Soft placement on: {notes[True]}; off: {notes[False]}"
+
+
+def _soft_placement_outcomes(device: str) -> tuple[dict[bool, bool], dict[bool, str]]:
+    import tensorflow as tf
+
+    original = tf.config.get_soft_device_placement()
+    raised, notes = {}, {}
+    a = tf.constant(A)
+    try:
+        for soft in (True, False):
+            tf.config.set_soft_device_placement(soft)
+            try:
+                with tf.device(device):
+                    c = tf.matmul(a, a, transpose_b=True)
+                raised[soft] = False
+                notes[soft] = f"a MatMul on {device} ran on {short_device(c.device)}"
+            except (tf.errors.InvalidArgumentError, RuntimeError, ValueError) as exc:
+                raised[soft] = True
+                notes[soft] = f"a MatMul on {device} raised {type(exc).__name__}"
+    finally:
+        tf.config.set_soft_device_placement(original)
+    return raised, notes

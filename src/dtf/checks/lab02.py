@@ -1,0 +1,386 @@
+"""Checkers of Lab 02 · Towers (``labs/02_towers_lab.ipynb``).
+
+1. :func:`task1`: split a global batch into equal, in-order shards;
+2. :func:`task2`: average the towers' gradients, variable by variable;
+3. :func:`task3`: one synchronous tower step, compared with single-device training.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dtf._util import error_line
+from dtf.checks.core import (
+    Wrong,
+    as_array,
+    call_function,
+    device_names,
+    devices_of,
+    expect_close,
+    expected_got,
+    short,
+    task,
+)
+from dtf.placement import short_device
+
+LAB = "lab02"
+
+#: Task 1: (batch, towers) pairs that split evenly, and one that does not.
+SPLITS = ((12, 1), (12, 2), (12, 3), (12, 4))
+UNEVEN = (10, 4)
+
+#: Task 3: network size, global batch per device, steps, learning rate and tolerance.
+HIDDEN = 32
+PER_DEVICE = 16
+STEPS = 3
+LEARNING_RATE = 0.5
+ATOL = 1e-5
+_PARAMETER_DEVICE = "/device:CPU:0"
+
+
+def loss(y, logits):
+    """The mean softmax cross-entropy that the towers of task 3 and the reference both use."""
+    import tensorflow as tf
+
+    return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
+
+
+def _count(value: Any) -> str:
+    """``"a list of 3 items"`` for lists and tuples, else a short description."""
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} item{'s' if len(value) != 1 else ''}"
+    return short(value)
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def _batch(n: int):
+    x = np.arange(n * 3, dtype=np.float32).reshape(n, 3)
+    y = np.arange(n, dtype=np.int64)
+    return x, y
+
+
+@task(LAB, 1)
+def task1(answer: Any) -> str:
+    """``split_batch(x, y, num_towers) -> [(x_0, y_0), ...]``: equal, in-order shards, as
+    :func:`dtf.towers.split_batch`; a batch that does not divide evenly raises ValueError."""
+    from dtf import towers
+
+    for batch, n in SPLITS:
+        x, y = _batch(batch)
+        got = call_function(answer, x, y, n)
+        expected = towers.split_batch(x, y, n)
+        what = f"a batch of {batch} over {n} tower(s)"
+        if not isinstance(got, (list, tuple)) or len(got) != n:
+            raise Wrong(
+                f"for {what}: expected a list of {n} (x_i, y_i) pairs, got {_count(got)}",
+                "one (x_shard, y_shard) pair per tower",
+            )
+        for i, (shard, (x_i, y_i)) in enumerate(zip(got, expected, strict=True)):
+            if not isinstance(shard, (list, tuple)) or len(shard) != 2:
+                raise Wrong(
+                    expected_got("a pair (x_i, y_i)", shard, f"shard {i} of {what}"),
+                    "return [(x_0, y_0), (x_1, y_1), ...], e.g. list(zip(xs, ys))",
+                )
+            hint = (
+                f"shard i holds examples i*k .. (i+1)*k - 1 with k = batch // num_towers "
+                f"(here k = {batch // n}), in order"
+            )
+            expect_close(x_i, shard[0], what=f"x of shard {i} of {what}", hint=hint)
+            expect_close(y_i, shard[1], what=f"y of shard {i} of {what}", hint=hint)
+    batch, n = UNEVEN
+    x, y = _batch(batch)
+    uneven_hint = (
+        "unequal shards would make the average of the tower gradients differ from the "
+        "gradient of the global batch: check batch % num_towers and raise ValueError"
+    )
+    try:
+        got = answer(x, y, n)
+    except ValueError:
+        pass
+    except Exception as exc:
+        raise Wrong(
+            f"a batch of {batch} over {n} towers raised {error_line(exc)} instead of ValueError",
+            uneven_hint,
+        ) from None
+    else:
+        try:
+            shown = f"shards of sizes {[len(as_array(shard[0])) for shard in got]}"
+        except Exception:
+            shown = short(got)
+        raise Wrong(
+            f"a batch of {batch} over {n} towers must raise ValueError, got {shown}",
+            uneven_hint,
+        )
+    return (
+        f"{len(SPLITS)} splits match dtf.towers.split_batch, and a batch of "
+        f"{batch} over {n} towers is refused"
+    )
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def _tower_grads(num_towers: int, seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [
+        [rng.normal(size=(3, 2)).astype(np.float32), rng.normal(size=(2,)).astype(np.float32)]
+        for _ in range(num_towers)
+    ]
+
+
+@task(LAB, 2)
+def task2(answer: Any) -> str:
+    """``average_gradients(tower_grads) -> [grad per variable]`` with
+    ``tower_grads[t][v]`` tower ``t``'s gradient of variable ``v``; compared with the mean
+    over towers for 2, 4 and 1 tower(s)."""
+    import tensorflow as tf
+
+    for num_towers in (2, 4, 1):
+        grads = _tower_grads(num_towers, seed=num_towers)
+        given = [[tf.constant(g) for g in tower] for tower in grads]
+        got = call_function(answer, given)
+        expected = [np.mean([tower[v] for tower in grads], axis=0) for v in range(2)]
+        what = f"{num_towers} tower(s) with 2 variables"
+        if not isinstance(got, (list, tuple)) or len(got) != 2:
+            raise Wrong(
+                f"for {what}: expected a list of 2 gradients (one per variable), got {_count(got)}",
+                "average across towers, variable by variable: zip(*tower_grads) groups "
+                "the gradients of one variable",
+            )
+        for v, want in enumerate(expected):
+            total = np.sum([tower[v] for tower in grads], axis=0)
+            hint = "average over the towers: tf.add_n(grads) / len(grads)"
+            try:
+                if num_towers > 1 and np.allclose(as_array(got[v]), total, atol=1e-5):
+                    hint = "that is the sum: divide by the number of towers"
+            except (TypeError, ValueError):
+                pass
+            expect_close(want, got[v], what=f"variable {v}, {what}", atol=1e-5, hint=hint)
+    return "averages over 1, 2 and 4 towers match"
+
+
+# --------------------------------------------------------------------------- task 3
+
+
+@dataclass
+class _Run:
+    """What the learner's steps did: the devices of their MatMuls in the first step, whether
+    that log shows every op, the variables ``tape.gradient`` gave None for, and the error
+    that stopped the steps (a :class:`Wrong`), if any."""
+
+    matmul_devices: list[str] = field(default_factory=list)
+    complete: bool = False
+    none_gradients: dict[str, None] = field(default_factory=dict)
+    failure: Wrong | None = None
+
+
+def _fresh_trace(answer: Any) -> Any:
+    """A ``tf.function`` answer as a new ``tf.function`` of the same Python function, so that
+    every check traces it anew (a trace is what logs the placement of the ops inside a
+    function), with the same weights and the same verdict each time; anything else as is."""
+    python_function = getattr(answer, "python_function", None)
+    if python_function is None or not hasattr(answer, "get_concrete_function"):
+        return answer
+    import tensorflow as tf
+
+    return tf.function(python_function)
+
+
+@contextmanager
+def _record_none_gradients(params, found: dict[str, None]):
+    """Within the block, note in ``found`` every variable that ``tape.gradient`` returns
+    None for (the loss was computed outside the tape, or not from that variable)."""
+    import tensorflow as tf
+
+    tape_class = tf.GradientTape
+    original = tape_class.gradient
+    names = {id(v): k for k, v in params.items()}
+
+    @tf.autograph.experimental.do_not_convert
+    def gradient(self, target, sources, *args, **kwargs):
+        grads = original(self, target, sources, *args, **kwargs)
+        try:
+            pairs = zip(tf.nest.flatten(sources), tf.nest.flatten(grads), strict=True)
+            for i, (source, grad) in enumerate(pairs):
+                if grad is None:
+                    found[names.get(id(source), f"source {i}")] = None
+        except (TypeError, ValueError):  # an odd structure: nothing to note
+            pass
+        return grads
+
+    tape_class.gradient = gradient
+    try:
+        yield found
+    finally:
+        tape_class.gradient = original
+
+
+def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
+    """Run the learner's step and the single-device reference steps side by side.
+
+    ``references`` maps a name to parameters and a factor of the learning rate: the
+    ``averaged`` reference is the right answer; the ``summed`` one is what summing the tower
+    gradients instead of averaging them gives (``len(names)`` times the step)."""
+    import tensorflow as tf
+
+    from dtf import placement, towers
+
+    run = _Run()
+    for i in range(STEPS):
+        x = tf.constant(digits.x_train[i * batch : (i + 1) * batch])
+        y = tf.constant(digits.y_train[i * batch : (i + 1) * batch])
+        args = (learner, x, y, list(names), LEARNING_RATE)
+        try:
+            with _record_none_gradients(learner, run.none_gradients):
+                if i == 0 and logging_on:
+                    with placement.capture() as log:
+                        call_function(step, *args)
+                    run.matmul_devices = devices_of(log.table, ["MatMul"])
+                    # Complete when every op run was logged: eager ops in Jupyter
+                    # ("Executing op" lines), or a tf.function traced just now. In a plain
+                    # script an eager op's placement is printed only the first time it runs
+                    # on a device.
+                    run.complete = bool((log.table["source"] == "eager").any()) or hasattr(
+                        step, "get_concrete_function"
+                    )
+                else:
+                    call_function(step, *args)
+        except Wrong as exc:
+            run.failure = exc
+            return run
+        with tf.device(_PARAMETER_DEVICE):
+            for params, factor in references.values():
+                with tf.GradientTape() as tape:
+                    reference_loss = loss(y, towers.mlp_logits(params, x))
+                grads = tape.gradient(reference_loss, list(params.values()))
+                for g, v in zip(grads, params.values(), strict=True):
+                    v.assign_sub(LEARNING_RATE * factor * g)
+    return run
+
+
+def _none_gradients_wrong(run: _Run, what_happened: str) -> Wrong:
+    names = list(run.none_gradients)
+    shown = ", ".join(names[:4]) + (", ..." if len(names) > 4 else "")
+    return Wrong(
+        f"tape.gradient returned None instead of a gradient for {shown}, and then "
+        f"{what_happened}. A None gradient means the tape did not record the loss being "
+        "computed from that variable, as when the loss is computed outside the "
+        "`with tf.GradientTape()` block",
+        "compute the loss inside `with tf.GradientTape() as tape:` (logits from params, "
+        "then checks.lab02.loss), and call tape.gradient(loss, list(params.values())) after "
+        "the block",
+    )
+
+
+def _matches(params, reference) -> bool:
+    return all(
+        np.allclose(as_array(params[k]), as_array(reference[k]), rtol=1e-4, atol=1e-4)
+        for k in reference
+    )
+
+
+@task(LAB, 3)
+def task3(answer: Any, setup: Any) -> str:
+    """``tower_step(params, x, y, devices, learning_rate)``: one synchronous step with one
+    tower per device (gradients per tower on its device, averaged on the CPU, applied once
+    with plain SGD). Run for a few steps on digits from the same initial weights as a
+    single-device reference step on the same global batches; weights must agree to 1e-5
+    (TensorFloat-32 is off during the check, so GPUs compute in full float32 as the CPU
+    does). Summed instead of averaged gradients, and None gradients (a loss computed outside
+    the tape), are named as such. When placement logging is on, the towers' MatMuls must
+    have run on every device."""
+    import tensorflow as tf
+
+    from dtf import data, towers
+
+    names = device_names(setup)
+    digits = data.load("digits", flatten=True)
+    batch = PER_DEVICE * len(names)
+    dims = (digits.x_train.shape[1], HIDDEN, digits.num_classes)
+    with tf.device(_PARAMETER_DEVICE):
+        learner = towers.init_mlp(*dims, seed=1)
+        references = {
+            "averaged": (towers.init_mlp(*dims, seed=1), 1),
+            "summed": (towers.init_mlp(*dims, seed=1), len(names)),
+        }
+    initial = {k: v.numpy() for k, v in learner.items()}
+    step = _fresh_trace(answer)
+
+    logging_on = bool(tf.debugging.get_log_device_placement())
+    # GPUs multiply float32 matrices in TensorFloat-32 by default (about 3 significant
+    # digits), which alone would exceed the tolerance: compare in full float32.
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        run = _train(step, learner, references, digits, batch, names, logging_on)
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+
+    if run.failure is not None:
+        if run.none_gradients:
+            raise _none_gradients_wrong(run, run.failure.detail.rstrip("."))
+        raise run.failure
+    if all(np.array_equal(initial[k], learner[k].numpy()) for k in learner):
+        if run.none_gradients:
+            raise _none_gradients_wrong(run, "the weights stayed the initial ones")
+        raise Wrong(
+            f"after {STEPS} calls the weights are still the initial ones",
+            "apply the averaged gradients: v.assign_sub(learning_rate * g) for each "
+            "variable (or an optimizer's apply_gradients)",
+        )
+    reference, _ = references["averaged"]
+    summed, _ = references["summed"]
+    worst = 0.0
+    try:
+        for key in towers.MLP_VARIABLES:
+            worst = max(
+                worst,
+                expect_close(
+                    reference[key],
+                    learner[key],
+                    what=f"{key} after {STEPS} steps (vs. single-device training)",
+                    atol=ATOL,
+                    hint="each tower's loss is the mean over its shard (checks.lab02.loss), "
+                    "the gradients are averaged over the towers, and they are applied once "
+                    "per step",
+                ),
+            )
+    except Wrong as exc:
+        if len(names) > 1 and _matches(learner, summed):
+            raise Wrong(
+                f"the weights after {STEPS} steps are those of training with the sum of the "
+                f"{len(names)} towers' gradients, a step {len(names)} times too large",
+                "average the gradients (divide their sum by the number of towers): each "
+                "tower's gradient is already that of a mean loss",
+            ) from None
+        if run.none_gradients:
+            raise _none_gradients_wrong(run, "the weights went wrong") from None
+        raise exc from None
+    wanted = [short_device(n) for n in names]
+    note = ""
+    missing = [d for d in wanted if d not in run.matmul_devices]
+    # No MatMul at all in a "complete" log means a function traced before the check ran
+    # (its ops are not logged again): the weights prove the MatMuls ran, so say nothing.
+    if logging_on and ((run.complete and run.matmul_devices) or not missing):
+        if missing:
+            raise Wrong(
+                f"the weights are right, but no MatMul ran on {', '.join(missing)} "
+                f"(MatMuls ran on {', '.join(run.matmul_devices)})",
+                "compute tower i's loss and gradients inside `with tf.device(devices[i]):`",
+            )
+        note = f"; the towers' MatMuls ran on {', '.join(wanted)}"
+    elif logging_on:
+        note = (
+            "; placement only partly visible (outside Jupyter TensorFlow logs an eager "
+            "op's placement only the first time it runs on a device)"
+        )
+    return (
+        f"{STEPS} tower steps over {len(names)} devices match single-device "
+        f"training (largest difference {worst:.1e}){note}"
+    )

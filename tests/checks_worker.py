@@ -1,0 +1,179 @@
+"""A TensorFlow process that runs checker test cases the way a lab's kernel runs check cells.
+
+TensorFlow fixes its device layout once per process, so the checkers that need TensorFlow
+are tested in a separate process set up like a lab (``devices.setup(n, log_placement=True)``
+then ``placement.start()``). One process serves a whole test module: each test sends the
+code of its case (its answer and the checker call, in a fresh namespace) and gets the
+verdict back, so cases are independent of each other and of their order. The process also
+logs every eager op run, as TensorFlow does inside Jupyter (``Executing op ...`` lines on
+``sys.stdout``); a plain script logs an eager op's placement only the first time it runs
+on a device, which would make a case depend on the cases before it.
+
+Every wait has a timeout; on one, or when a case raises, the test fails with the process's
+output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+
+import pytest
+
+from tests.conftest import QUIET_ENV, ROOT
+
+READY_TIMEOUT_S = 180.0
+CASE_TIMEOUT_S = 120.0
+_MARK = "\x1edtf-reply\x1e"
+
+_WORKER = r"""
+import json, os, sys, traceback
+
+MARK = sys.argv[2]
+replies = os.dup(1)  # before placement.start() routes descriptor 1 through its reader
+
+
+def reply(obj):
+    # One write, under PIPE_BUF for a verdict: not split by other writers of the pipe.
+    os.write(replies, ("\n" + MARK + json.dumps(obj) + "\n").encode())
+
+
+from dtf import quiet
+
+quiet.quiet()
+import numpy as np
+import tensorflow as tf
+from tensorflow.python.ops import logging_ops
+
+from dtf import checks, devices, placement, towers
+
+setup = devices.setup(int(sys.argv[1]), log_placement=True)
+placement.start()
+logging_ops.enable_interactive_logging()  # what TensorFlow does in an IPython kernel
+reply({"ready": True})
+for line in sys.stdin:
+    checks.reset()
+    namespace = {
+        "checks": checks, "np": np, "placement": placement, "setup": setup,
+        "D": setup.names, "tf": tf, "towers": towers, "out": {},
+    }
+    try:
+        exec(compile(json.loads(line)["code"], "<case>", "exec"), namespace)
+        sys.stdout.flush()
+        verdict = namespace.get("verdict")
+        answer = {"out": namespace["out"]}
+        if verdict is not None:
+            answer.update(status=verdict.status, message=verdict.message)
+        reply(answer)
+    except BaseException:
+        reply({"error": traceback.format_exc()})
+"""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The verdict of one case (``status``, ``message``) and what it put in ``out``."""
+
+    status: str | None
+    message: str
+    out: dict
+
+
+class CheckWorker:
+    """A TensorFlow process with ``num_devices`` logical CPUs, serving checker cases."""
+
+    def __init__(self, num_devices: int = 2) -> None:
+        env = {**os.environ, **QUIET_ENV}
+        env.pop("PYTEST_CURRENT_TEST", None)
+        self._stderr = tempfile.TemporaryFile()
+        self._proc = subprocess.Popen(
+            [sys.executable, "-c", _WORKER, str(num_devices), _MARK],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            cwd=ROOT,
+        )
+        self._replies: queue.Queue = queue.Queue()
+        self._printed: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._wait(READY_TIMEOUT_S, "start")
+
+    def _read(self) -> None:
+        assert self._proc.stdout is not None
+        for raw in self._proc.stdout:
+            line = raw.decode("utf-8", "replace")
+            before, mark, reply = line.partition(_MARK)
+            if before.strip():
+                self._printed.append(before.rstrip("\n"))
+            if mark:
+                self._replies.put(json.loads(reply))
+        self._replies.put(None)  # the process closed its output: it ended
+
+    def _diagnostics(self) -> str:
+        self._stderr.seek(0)
+        stderr = self._stderr.read().decode("utf-8", "replace")
+        printed = "\n".join(self._printed[-40:])
+        return f"printed:\n{printed}\nstderr:\n{stderr[-4000:]}"
+
+    def _wait(self, timeout: float, what: str) -> dict:
+        try:
+            reply = self._replies.get(timeout=timeout)
+        except queue.Empty:
+            self.close()
+            pytest.fail(
+                f"the checker worker did not {what} in {timeout:g} s\n{self._diagnostics()}"
+            )
+        if reply is None:
+            pytest.fail(f"the checker worker ended during {what}\n{self._diagnostics()}")
+        if "error" in reply:
+            pytest.fail(f"the case raised:\n{reply['error']}\n{self._diagnostics()}")
+        return reply
+
+    def run(self, code: str, timeout: float = CASE_TIMEOUT_S) -> Outcome:
+        """Run ``code`` (which sets ``verdict``, and may fill the dict ``out``) in a fresh
+        namespace that has ``checks``, ``np``, ``tf``, ``placement``, ``towers``, ``setup``
+        and ``D`` (the device names)."""
+        assert self._proc.stdin is not None
+        self._printed.clear()
+        self._proc.stdin.write((json.dumps({"code": code}) + "\n").encode())
+        self._proc.stdin.flush()
+        reply = self._wait(timeout, "finish the case")
+        return Outcome(reply.get("status"), reply.get("message", ""), reply["out"])
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.close()  # the worker's loop ends
+                self._proc.wait(timeout=30)
+            except (OSError, subprocess.TimeoutExpired):
+                self._proc.kill()
+                self._proc.wait(timeout=30)
+        self._stderr.close()
+
+    def __enter__(self) -> CheckWorker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def worker_fixture(num_devices: int = 2):
+    """A module-scoped fixture that yields a :class:`CheckWorker`."""
+
+    @pytest.fixture(scope="module")
+    def tf_worker():
+        with CheckWorker(num_devices) as worker:
+            yield worker
+
+    return tf_worker
+
+
+__all__ = ["CASE_TIMEOUT_S", "CheckWorker", "Outcome", "READY_TIMEOUT_S", "worker_fixture"]

@@ -1,0 +1,143 @@
+"""Run a lab notebook headless and check what it printed; shared by tests/test_labNN.py.
+
+Each lab has its own test module (``tests/test_lab01.py``, ...), which runs the solution
+and the student version: with ``pytest -n N --dist loadfile`` the labs then run on
+different workers. ``tests/test_labs.py`` checks that every lab has such a module.
+
+- :func:`check_solution`: the solution runs without error and every check prints "correct";
+- :func:`check_student_lab`: the student lab runs to the end and every check prints "not
+  attempted", with no traceback in any output.
+
+Both also run every check cell a second time at the end, in the same kernel, and require
+the same output: re-running a check cell must give the same verdict.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+from pathlib import Path
+
+import nbformat
+
+from tests.conftest import ROOT
+
+SOLUTIONS_DIR = ROOT / "labs" / "solutions"
+LABS_DIR = ROOT / "labs"
+TASK = re.compile(r"\*\*Task (\d+)\b")
+#: A check cell: it hands an answer to a checker, ``checks.lab01.task1(...)``.
+CHECK_CELL = re.compile(r"\bchecks\.lab\d\d\.task\d+\(")
+CELL_TIMEOUT_S = 120
+#: Tag of the cells :func:`execute` appends to run each check cell again.
+RERUN_TAG = "test-rerun"
+
+
+def tasks_of(nb) -> list[int]:
+    found: list[int] = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            found += [int(n) for n in TASK.findall(cell.source) if int(n) not in found]
+    return found
+
+
+def _is_rerun(cell) -> bool:
+    return RERUN_TAG in cell.metadata.get("tags", [])
+
+
+def execute(path: Path):
+    """Run ``path`` top to bottom in a fresh kernel (its folder as working directory), as
+    JupyterLab's Run All would, then run each check cell once more in the same kernel.
+
+    Returns ``(nb, reruns)``: the executed notebook as it was, and a list of
+    ``(check cell, its second run)`` pairs."""
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    checks = [c for c in nb.cells if c.cell_type == "code" and CHECK_CELL.search(c.source)]
+    for cell in checks:
+        again = nbformat.v4.new_code_cell(cell.source)
+        again.metadata["tags"] = [RERUN_TAG]
+        nb.cells.append(again)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    env.pop("DTF_METRICS_FILE", None)
+    client = NotebookClient(
+        nb,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    client.execute(env=env)
+    reruns = list(zip(checks, [c for c in nb.cells if _is_rerun(c)], strict=True))
+    lab = copy.deepcopy(nb)
+    lab.cells = [c for c in lab.cells if not _is_rerun(c)]
+    return lab, reruns
+
+
+def output_text(nb) -> str:
+    return "\n".join(cell_text(cell) for cell in nb.cells)
+
+
+def cell_text(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type == "error":
+            parts.append("\n".join(out.traceback))
+        else:
+            parts.append(str(out.get("data", {}).get("text/plain", "")))
+    return "\n".join(parts)
+
+
+def verdict_lines(text: str) -> dict[int, list[str]]:
+    lines: dict[int, list[str]] = {}
+    for line in text.splitlines():
+        m = re.match(r"^Task (\d+): (correct|wrong|not attempted)", line)
+        if m:
+            lines.setdefault(int(m[1]), []).append(m[2])
+    return lines
+
+
+def _assert_reruns_agree(reruns, tasks) -> None:
+    assert len(reruns) == len(tasks), [c.source for c, _ in reruns]
+    for first, again in reruns:
+        assert cell_text(first).strip(), first.source
+        assert cell_text(again) == cell_text(first), (
+            f"re-running {first.source!r} changed its output:\n"
+            f"first: {cell_text(first)}\nagain: {cell_text(again)}"
+        )
+
+
+def check_solution(name: str) -> None:
+    """The solution ``labs/solutions/<name>`` runs, and every check prints "correct"."""
+    path = SOLUTIONS_DIR / name
+    nb, reruns = execute(path)
+    text = output_text(nb)
+    tasks = tasks_of(nb)
+    verdicts = verdict_lines(text)
+    assert set(verdicts) == set(tasks), text
+    for task in tasks:
+        assert verdicts[task] == ["correct"], text
+    assert "Traceback" not in text, text
+    assert not any(o.output_type == "error" for c in nb.cells for o in c.get("outputs", []))
+    assert f"lab{path.name[:2]}: {len(tasks)} of {len(tasks)} tasks correct" in text
+    _assert_reruns_agree(reruns, tasks)
+
+
+def check_student_lab(name: str) -> None:
+    """The student lab ``labs/<name>`` runs to the end, every check "not attempted"."""
+    path = LABS_DIR / name
+    nb, reruns = execute(path)
+    text = output_text(nb)
+    tasks = tasks_of(nb)
+    verdicts = verdict_lines(text)
+    assert set(verdicts) == set(tasks), text
+    for task in tasks:
+        assert verdicts[task] == ["not attempted"], text
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.execution_count is not None for c in code_cells)  # ran to the last cell
+    assert not any(o.output_type == "error" for c in code_cells for o in c.outputs)
+    assert "Traceback" not in text and "NotImplementedError:" not in text, text
+    assert f"lab{path.name[:2]}: 0 of {len(tasks)} tasks correct" in text
+    _assert_reruns_agree(reruns, tasks)

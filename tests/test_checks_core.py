@@ -1,0 +1,304 @@
+"""Tests of dtf.checks.core: verdicts, calling the learner's code, the task registry, the
+scorecard and the comparison helpers. No TensorFlow is imported here.
+
+Every test starts from an empty scorecard; tests that register tasks do it in a throw-away
+copy of the registry, so the tests can run in any order.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import make_labs
+import numpy as np
+import pytest
+
+from dtf import checks
+from dtf.checks import core
+from tests.conftest import ROOT
+
+
+@pytest.fixture(autouse=True)
+def fresh_scorecard():
+    checks.reset()
+    yield
+    checks.reset()
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """A copy of the task registry that the test may change freely."""
+    copy = {lab: dict(tasks) for lab, tasks in core._registry.items()}
+    monkeypatch.setattr(core, "_registry", copy)
+    return copy
+
+
+def stub(*args):
+    """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
+    raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- verdicts
+
+
+def test_verdict_rejects_unknown_status() -> None:
+    with pytest.raises(ValueError, match="status must be one of"):
+        checks.Verdict("lab01", 1, "maybe", "Task 1: maybe")
+
+
+@pytest.mark.parametrize("answer", [None, Ellipsis, stub])
+def test_missing_answers_are_not_attempted(answer, capsys) -> None:
+    verdict = checks.check("lab01", 1, lambda: checks.call(answer), answer)
+    assert verdict.status == checks.NOT_ATTEMPTED
+    assert verdict.message.startswith("Task 1: not attempted")
+    assert capsys.readouterr().out.strip() == verdict.message  # printed, once
+    if answer is stub:
+        assert "in `stub`" in verdict.message
+
+
+def test_an_exception_in_the_learners_code_is_wrong_not_raised() -> None:
+    def broken():
+        return 1 / 0
+
+    verdict = checks.check("lab01", 1, lambda: checks.call(broken), broken)
+    assert verdict.status == checks.WRONG
+    assert "`broken` raised ZeroDivisionError: division by zero" in verdict.message
+    assert "Hint: Call `broken` in a new cell" in verdict.message
+
+
+def test_a_stub_of_another_task_is_named() -> None:
+    def uses_task_1():
+        raise NotImplementedError("Task 1: write your code here")
+
+    verdict = checks.check("lab02", 3, lambda: checks.call(uses_task_1), uses_task_1)
+    assert verdict.status == checks.WRONG
+    assert "calls code of Task 1" in verdict.message
+    assert "Finish Task 1 first" in verdict.message
+    # The task's own stub is "not attempted", and outside a check a stub is never "another".
+    own = checks.check("lab02", 1, lambda: checks.call(uses_task_1), uses_task_1)
+    assert own.status == checks.NOT_ATTEMPTED
+    with pytest.raises(core._NotAttempted):
+        checks.call(uses_task_1)
+
+
+def test_an_unforeseen_answer_is_wrong_not_raised() -> None:
+    def body():
+        raise KeyError("surprise")
+
+    verdict = checks.check("lab01", 2, body)
+    assert verdict.status == checks.WRONG
+    assert "could not be checked (KeyError: 'surprise')" in verdict.message
+
+
+def test_plain_values_are_accepted_and_functions_required_where_needed() -> None:
+    assert checks.call({"a": 1}) == {"a": 1}
+    verdict = checks.check("lab02", 1, lambda: checks.call_function([1, 2]))
+    assert verdict.status == checks.WRONG
+    assert "expected a function, got [1, 2]" in verdict.message
+
+
+def test_message_format() -> None:
+    def body():
+        raise checks.Wrong("expected 1, got 2", "try harder")
+
+    assert (
+        checks.check("lab01", 3, body).message
+        == "Task 3: wrong: expected 1, got 2. Hint: Try harder."
+    )
+    assert checks.check("lab01", 3, lambda: None).message == "Task 3: correct"
+    assert checks.check("lab01", 3, lambda: "all good").message == "Task 3: correct. All good."
+
+
+def test_the_same_answer_gives_the_same_verdict() -> None:
+    calls = []
+
+    def answer():
+        calls.append(1)
+        return 42
+
+    def body():
+        checks.expect_equal(41, checks.call(answer), what="the answer", hint="one less")
+
+    first, second = (checks.check("lab01", 1, body, answer) for _ in range(2))
+    assert first == second and len(calls) == 2
+
+
+def test_expect_equal_and_expected_got() -> None:
+    checks.expect_equal([1, 3], [1, 3])
+    with pytest.raises(checks.Wrong) as info:
+        checks.expect_equal([1, 3], [3, 1], what="the order", hint="h")
+    assert info.value.detail == "for the order: expected [1, 3], got [3, 1]"
+    assert info.value.hint == "h"
+    with pytest.raises(checks.Wrong):  # comparing arrays of other shapes does not raise
+        checks.expect_equal(np.zeros(2), np.zeros(3))
+
+
+def test_expect_close_messages() -> None:
+    assert checks.expect_close([1.0, 2.0], np.array([1.0, 2.0 + 1e-7]), atol=1e-6) < 1e-6
+    with pytest.raises(checks.Wrong, match=r"expected shape \(2, 2\), got shape \(4,\)"):
+        checks.expect_close(np.zeros((2, 2)), np.zeros(4))
+    with pytest.raises(checks.Wrong) as info:
+        checks.expect_close([[1.0, 2.0], [3.0, 4.0]], [[1.0, 2.0], [3.0, 4.5]], what="w")
+    detail = info.value.detail
+    assert detail.startswith("for w: expected array of shape (2, 2)")
+    assert "largest difference is 0.5 at index (1, 1) (expected 4, got 4.5" in detail
+    with pytest.raises(checks.Wrong, match="largest difference is inf"):
+        checks.expect_close([1.0], [float("nan")])
+    with pytest.raises(checks.Wrong, match="expected numbers, got 'abc'"):
+        checks.expect_close([1.0], "abc")
+    assert checks.expect_close([], []) == 0.0
+
+
+def test_short_descriptions() -> None:
+    assert checks.short(np.arange(10, dtype=np.int32)).startswith(
+        "array of shape (10,) (int32) [0, 1, 2, 3, 4, 5, ...]"
+    )
+    long = checks.short(list(range(1000)))
+    assert len(long) == 160 and long.endswith("…")
+    assert "\n" not in checks.short({"a": "x\ny"})
+
+
+def test_device_names_and_placement_tables() -> None:
+    class Setup:
+        names = ("/device:CPU:0", "/device:CPU:1")
+
+    assert core.device_names(Setup()) == ["/device:CPU:0", "/device:CPU:1"]
+    assert core.device_names(["a"]) == ["a"]
+    with pytest.raises(TypeError, match="DeviceSetup"):
+        core.device_names("/device:CPU:0")
+    pd = pytest.importorskip("pandas")
+    table = pd.DataFrame({"op_type": ["MatMul", "AddV2", "MatMul"], "device": ["b", "a", "b"]})
+    assert core.placement_table(table) is table
+    assert core.devices_of(table, ["MatMul"]) == ["b"]
+    with pytest.raises(checks.Wrong, match="expected the placement table"):
+        core.placement_table("table")
+
+
+# --------------------------------------------------------------------------- registry
+
+
+def test_the_task_decorator_registers_a_checker(registry, capsys) -> None:
+    @checks.task("lab98", 2, optional=True)
+    def second(answer, offset):
+        """Checks task 2."""
+        checks.expect_equal(2 + offset, checks.call(answer), what="the sum")
+        return "two"
+
+    @checks.task("lab98", 1)
+    def first(answer):
+        checks.call(answer)
+
+    assert second.__name__ == "second" and second.__doc__ == "Checks task 2."
+    assert list(checks.tasks("lab98")) == [1, 2]  # by number, whatever the order of definition
+    assert checks.tasks("lab98")[2].optional and not checks.tasks("lab98")[1].optional
+    verdict = second(lambda: 5, 3)
+    assert verdict == checks.Verdict("lab98", 2, "correct", "Task 2: correct. Two.")
+    assert second(lambda: 4, offset=3).message.startswith("Task 2: wrong: for the sum:")
+    capsys.readouterr()
+    assert checks.summary("lab98") == {1: "not attempted", 2: "wrong"}
+    out = capsys.readouterr().out
+    assert "Task 2 (optional): wrong" in out and "Task 1: not checked yet" in out
+
+
+def test_the_registry_refuses_a_second_checker_for_a_task(registry) -> None:
+    @checks.task("lab98", 1)
+    def first(answer):
+        pass
+
+    def other(answer):
+        pass
+
+    with pytest.raises(ValueError, match=r"task 1 of lab98 is already checked by .*first"):
+        checks.task("lab98", 1)(other)
+    checks.task("lab98", 1)(first)  # the same function again (a reload) replaces it
+
+
+@pytest.mark.parametrize(
+    "lab, number, error, match",
+    [
+        ("lab1", 1, ValueError, "e.g. 'lab01'"),
+        ("Lab01", 1, ValueError, "e.g. 'lab01'"),
+        (1, 1, ValueError, "e.g. 'lab01'"),
+        ("lab98", 0, ValueError, "at least 1"),
+        ("lab98", True, TypeError, "whole number"),
+        ("lab98", "1", TypeError, "whole number"),
+    ],
+)
+def test_the_task_decorator_refuses_bad_names(registry, lab, number, error, match) -> None:
+    with pytest.raises(error, match=match):
+        checks.task(lab, number)
+
+
+def test_labs_are_known_by_their_modules() -> None:
+    assert {"lab01", "lab02"} <= set(checks.known_labs())
+    assert list(checks.tasks("lab01")) == [1, 2, 3, 4]
+    assert [t.optional for t in checks.tasks("lab01").values()] == [False, False, False, True]
+    assert checks.tasks("lab01")[1].checker is checks.lab01.task1
+    assert list(checks.tasks("lab02")) == [1, 2, 3]
+    with pytest.raises(ValueError, match="unknown lab 'lab99'; known: lab01, lab02"):
+        checks.summary("lab99")
+    with pytest.raises(ValueError, match="unknown lab"):
+        checks.assert_all_correct("lab99")
+
+
+def test_a_lab_module_is_imported_when_its_tasks_are_asked_for(registry, monkeypatch) -> None:
+    # As if dtf/checks/__init__.py did not import lab02: asking for its tasks imports it.
+    registry.pop("lab02")
+    monkeypatch.delitem(sys.modules, "dtf.checks.lab02")
+    monkeypatch.setattr(checks, "lab02", checks.lab02)  # the import rebinds the attribute
+    assert list(checks.tasks("lab02")) == [1, 2, 3]
+    assert registry["lab02"][3].source == "dtf.checks.lab02.task3"
+
+
+# --------------------------------------------------------------------------- scorecard
+
+
+def test_summary_and_assert_all_correct(capsys) -> None:
+    with pytest.raises(AssertionError, match="Task 1: not checked"):
+        checks.assert_all_correct("lab02")
+    checks.check("lab02", 1, lambda: None)
+    checks.check("lab02", 2, lambda: checks.call(None))
+    capsys.readouterr()
+    statuses = checks.summary("lab02")
+    out = capsys.readouterr().out
+    assert statuses == {1: "correct", 2: "not attempted", 3: "not attempted"}
+    assert out.splitlines()[0] == "lab02: 1 of 3 tasks correct"
+    assert "Task 3: not checked yet" in out
+    with pytest.raises(AssertionError, match="Task 2: not attempted"):
+        checks.assert_all_correct("lab02")
+    checks.check("lab02", 2, lambda: None)
+    checks.check("lab02", 3, lambda: None)
+    checks.assert_all_correct("lab02")
+
+
+def test_the_scorecard_lists_optional_tasks(capsys) -> None:
+    checks.summary("lab01")
+    assert "Task 4 (optional): not checked yet" in capsys.readouterr().out
+
+
+def test_the_scorecard_keeps_the_latest_verdict_and_reset_forgets(capsys) -> None:
+    checks.check("lab02", 1, lambda: checks.call(None))
+    checks.check("lab02", 1, lambda: None)
+    checks.check("lab01", 1, lambda: None)
+    assert checks.summary("lab02")[1] == "correct"
+    checks.reset("lab02")
+    assert checks.summary("lab02")[1] == "not attempted"
+    assert checks.summary("lab01")[1] == "correct"  # other labs keep theirs
+
+
+# --------------------------------------------------------------------------- imports
+
+
+def test_importing_checks_does_not_import_tensorflow() -> None:
+    code = (
+        "import sys, dtf.checks; from dtf.checks import lab01, lab02; "
+        "sys.exit('tensorflow' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, timeout=60)
+    assert proc.returncode == 0
+
+
+def test_stub_message_matches_the_generator() -> None:
+    stub_line = make_labs.STUB.format(task=7)
+    assert core.STUB_MESSAGE.match(stub_line[len('raise NotImplementedError("') :])

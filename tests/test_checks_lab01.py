@@ -1,0 +1,341 @@
+"""Tests of dtf.checks.lab01: right, wrong and missing answers for every task.
+
+Tasks 1 and 2 need no TensorFlow and run here. Tasks 3 and 4 run in a TensorFlow process
+set up like the lab (2 logical CPUs, placement logging on), one case at a time, each case
+with its own answer (tests/checks_worker.py). Every test stands alone.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dtf import checks
+from dtf.checks import lab01
+from tests.checks_worker import worker_fixture
+
+tf_worker = worker_fixture(num_devices=2)
+
+
+@pytest.fixture(autouse=True)
+def fresh_scorecard():
+    checks.reset()
+    yield
+    checks.reset()
+
+
+def stub(*args):
+    """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
+    raise NotImplementedError
+
+
+# --------------------------------------------------------------------------- task 1
+
+RIGHT_MAPPINGS = {"2,3": {0: 2, 1: 3}, "1,0": {0: 1, 1: 0}, "0,2,-1,1": {0: 0, 1: 2}, "": {}}
+
+
+def test_task1_right() -> None:
+    verdict = lab01.task1(lambda: RIGHT_MAPPINGS)
+    assert verdict.correct and verdict.message == (
+        "Task 1: correct. All 4 mappings match CUDA's rules."
+    )
+    assert lab01.task1(RIGHT_MAPPINGS).correct  # a plain dict works too
+    lists = {"2,3": [2, 3], "1,0": (1, 0), "0,2,-1,1": [0, 2], "": []}
+    assert lab01.task1(lambda: lists).correct
+
+
+@pytest.mark.parametrize(
+    "mask, wrong, hint",
+    [
+        ("2,3", {2: 2, 3: 3}, "start at 0"),
+        ("1,0", {0: 0, 1: 1}, "order of the list"),
+        ("0,2,-1,1", {0: 0, 1: 2, 2: 1}, "stops reading the list at the first invalid index"),
+        ("", {0: 0, 1: 1, 2: 2, 3: 3}, "hides every GPU"),
+    ],
+)
+def test_task1_wrong(mask, wrong, hint) -> None:
+    verdict = lab01.task1(lambda: {**RIGHT_MAPPINGS, mask: wrong})
+    assert verdict.status == checks.WRONG
+    assert f"for CUDA_VISIBLE_DEVICES={mask!r}: expected" in verdict.message
+    assert f"got {wrong!r}" in verdict.message
+    assert hint in verdict.message
+
+
+def test_task1_malformed_and_missing() -> None:
+    partial = {k: v for k, v in RIGHT_MAPPINGS.items() if k != "1,0"}
+    verdict = lab01.task1(lambda: partial)
+    assert verdict.status == checks.WRONG
+    assert "no prediction for CUDA_VISIBLE_DEVICES='1,0'" in verdict.message
+    verdict = lab01.task1(lambda: [2, 3])
+    assert verdict.status == checks.WRONG and "expected a dict" in verdict.message
+    assert lab01.task1(stub).status == checks.NOT_ATTEMPTED
+    assert lab01.task1(None).status == checks.NOT_ATTEMPTED
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def right_env(base):
+    return {**base, "CUDA_VISIBLE_DEVICES": "1,3"}
+
+
+def test_task2_right() -> None:
+    verdict = lab01.task2(right_env)
+    assert verdict.correct, verdict.message
+    assert "child process started with it read CUDA_VISIBLE_DEVICES='1,3'" in verdict.message
+    assert "GPU:0 = physical 1, GPU:1 = physical 3" in verdict.message
+    assert lab01.task2(right_env) == verdict  # the same verdict, word for word
+
+
+@pytest.fixture
+def child_hook(tmp_path: Path, monkeypatch):
+    """``hook(code)``: a folder whose sitecustomize.py runs ``code`` when a Python child
+    starts with that folder as its PYTHONPATH: what only a real child process can do. (The
+    parent's own PYTHONPATH is removed first, so the answer adds the variable rather than
+    changing one of the parent's.)"""
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+
+    def hook(code: str) -> str:
+        (tmp_path / "sitecustomize.py").write_text(textwrap.dedent(code), encoding="utf-8")
+        return str(tmp_path)
+
+    return hook
+
+
+def test_task2_really_starts_a_child_process(tmp_path: Path, child_hook) -> None:
+    marker = tmp_path / "child.txt"
+    hook = child_hook(
+        f"""
+        import os
+        with open({str(marker)!r}, "w") as f:
+            f.write(f"{{os.getpid()}} {{os.environ.get('CUDA_VISIBLE_DEVICES')}}")
+        """,
+    )
+    verdict = lab01.task2(lambda base: {**base, "CUDA_VISIBLE_DEVICES": "1,3", "PYTHONPATH": hook})
+    assert verdict.correct, verdict.message
+    assert marker.exists(), "the checker says a child read the value, but no child started"
+    pid, seen = marker.read_text(encoding="utf-8").split()
+    assert int(pid) != os.getpid() and seen == "1,3"
+
+
+@pytest.mark.parametrize(
+    "hook, expected",
+    [
+        (
+            "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n",
+            "for what the child process read: expected '1,3', got '0'",
+        ),
+        (
+            "import os, sys\nsys.stderr.write('no GPU driver here')\nos._exit(3)\n",
+            "child process started with this environment failed (exit status 3): "
+            "no GPU driver here",
+        ),
+    ],
+    ids=["child-reads-another-value", "child-fails"],
+)
+def test_task2_reports_what_the_child_did(child_hook, hook: str, expected: str) -> None:
+    path = child_hook(hook)
+    verdict = lab01.task2(lambda base: {**base, "CUDA_VISIBLE_DEVICES": "1,3", "PYTHONPATH": path})
+    assert verdict.status == checks.WRONG
+    assert expected in verdict.message, verdict.message
+
+
+def test_task2_gives_up_on_a_child_that_hangs(child_hook, monkeypatch) -> None:
+    monkeypatch.setattr(lab01, "CHILD_TIMEOUT_S", 1.0)
+    path = child_hook("import time\ntime.sleep(30)\n")
+    verdict = lab01.task2(lambda base: {**base, "CUDA_VISIBLE_DEVICES": "1,3", "PYTHONPATH": path})
+    assert verdict.status == checks.WRONG
+    assert "did not finish in 1 s" in verdict.message
+
+
+def test_task2_changing_os_environ_is_wrong_and_undone(monkeypatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def global_change(base):
+        os.environ["CUDA_VISIBLE_DEVICES"] = "1,3"
+        return dict(os.environ)
+
+    verdict = lab01.task2(global_change)
+    assert verdict.status == checks.WRONG
+    assert "changed this process's own environment (CUDA_VISIBLE_DEVICES)" in verdict.message
+    assert "CUDA_VISIBLE_DEVICES" not in os.environ  # put back as it was
+
+
+@pytest.mark.parametrize(
+    "answer, expected",
+    [
+        (lambda base: base.update(CUDA_VISIBLE_DEVICES="1,3") or base, "changed the base_env dict"),
+        (lambda base: {"CUDA_VISIBLE_DEVICES": "1,3"}, "lost or changed"),
+        (lambda base: {**base, "CUDA_VISIBLE_DEVICES": "3,1"}, "expected [1, 3], got [3, 1]"),
+        (lambda base: {**base, "CUDA_VISIBLE_DEVICES": "1,3,-1,2"}, None),  # same GPUs: right
+        (lambda base: {**base, "CUDA_VISIBLE_DEVICES": "1"}, "expected [1, 3], got [1]"),
+        (lambda base: {**base, "CUDA_VISIBLE_DEVICES": 13}, "environment variables are strings"),
+        (lambda base: {**base, "CUDA_VISIBLE_DEVICES": "1,1"}, "lists GPU 1 twice"),
+        (lambda base: {k: v for k, v in base.items() if k != "CUDA_VISIBLE_DEVICES"}, "has no"),
+        (lambda base: "1,3", "expected a dict"),
+    ],
+)
+def test_task2_wrong(answer, expected) -> None:
+    verdict = lab01.task2(answer)
+    if expected is None:
+        assert verdict.correct, verdict.message
+    else:
+        assert verdict.status == checks.WRONG
+        assert expected in verdict.message, verdict.message
+    assert "ambiguous" not in verdict.message
+
+
+@pytest.mark.parametrize("mask", ["GPU:1,GPU:3", "/gpu:1,/gpu:3", "/device:GPU:1,/device:GPU:3"])
+def test_task2_tensorflow_device_names_are_not_indices(mask) -> None:
+    verdict = lab01.task2(lambda base: {**base, "CUDA_VISIBLE_DEVICES": mask})
+    assert verdict.status == checks.WRONG
+    assert "uses TensorFlow device names" in verdict.message
+    assert "CUDA reads physical GPU indices" in verdict.message
+    assert "ambiguous" not in verdict.message
+
+
+def test_task2_missing() -> None:
+    assert lab01.task2(stub).status == checks.NOT_ATTEMPTED
+    assert lab01.task2(...).status == checks.NOT_ATTEMPTED
+
+
+# --------------------------------------------------------------------------- task 3
+
+PLACE = """
+def place_ops(a, b, bias):
+    with placement.capture() as log:
+        with tf.device({mm}):
+            c = tf.matmul(a, b)
+        with tf.device({add}):
+            d = c + bias
+    return d, {table}
+verdict = checks.lab01.task3(place_ops, setup)
+"""
+
+
+def place(mm: str = "D[1]", add: str = "D[0]", table: str = "log.table") -> str:
+    return PLACE.format(mm=mm, add=add, table=table)
+
+
+def test_task3_right(tf_worker) -> None:
+    first = tf_worker.run(place())
+    assert first.status == "correct", first.message
+    assert first.message == "Task 3: correct. MatMul ran on CPU:1 and the addition on CPU:0."
+    assert tf_worker.run(place()).message == first.message  # again: the same verdict
+
+
+def test_task3_a_placement_log_works_too(tf_worker) -> None:
+    outcome = tf_worker.run(place(table="log"))
+    assert outcome.status == "correct", outcome.message
+
+
+def test_task3_swapped_devices(tf_worker) -> None:
+    outcome = tf_worker.run(place(mm="D[0]", add="D[1]"))
+    assert outcome.status == "wrong"
+    assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
+    assert "soft placement" not in outcome.message
+
+
+def test_task3_names_soft_placement_that_replaced_a_gpu(tf_worker) -> None:
+    outcome = tf_worker.run(place(mm="'/gpu:1'"))
+    assert outcome.status == "wrong"
+    assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
+    assert "your code asks for '/gpu:1', which this process does not have" in outcome.message
+    assert "soft placement (on by default) quietly ran the op on CPU:0" in outcome.message
+    assert "use the names in setup.names" in outcome.message.lower()
+
+
+def test_task3_names_soft_placement_in_an_f_string(tf_worker) -> None:
+    outcome = tf_worker.run(place(add="f'/device:GPU:{0}'", mm="f'/gpu:{1}'"))
+    assert outcome.status == "wrong"
+    assert "which this process does not have" in outcome.message
+
+
+def test_task3_right_by_luck_of_soft_placement_says_so(tf_worker) -> None:
+    outcome = tf_worker.run(place(add="'/gpu:0'"))
+    assert outcome.status == "correct", outcome.message
+    assert "your code also asks for '/gpu:0', which this process does not have" in (outcome.message)
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        ("lambda a, b, bias: (tf.matmul(a, b), None)", ["expected array of shape (2, 2)", "0.5"]),
+        ("lambda a, b, bias: tf.matmul(a, b) + bias", ["expected a pair (result, placement"]),
+        ("lambda a, b, bias: (tf.matmul(a, b) + bias, 'table')", ["expected the placement"]),
+    ],
+    ids=["value", "not-a-pair", "no-table"],
+)
+def test_task3_wrong(tf_worker, answer, fragments) -> None:
+    outcome = tf_worker.run(f"verdict = checks.lab01.task3({answer}, setup)")
+    assert outcome.status == "wrong"
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+
+
+def test_task3_ops_outside_the_capture_block(tf_worker) -> None:
+    outcome = tf_worker.run(
+        """
+def place_ops(a, b, bias):
+    with placement.capture() as log:
+        pass
+    with tf.device(D[1]):
+        c = tf.matmul(a, b)
+    return c + bias, log.table
+verdict = checks.lab01.task3(place_ops, setup)
+"""
+    )
+    assert outcome.status == "wrong"
+    assert "your placement table has no MatMul" in outcome.message
+
+
+def test_task3_missing(tf_worker) -> None:
+    code = "def stub(*a):\n    raise NotImplementedError\nverdict = checks.lab01.task3(stub, setup)"
+    assert tf_worker.run(code).status == "not attempted"
+
+
+def test_task3_needs_two_devices(tf_worker) -> None:
+    outcome = tf_worker.run("verdict = checks.lab01.task3(lambda a, b, bias: None, D[:1])")
+    assert outcome.status == "wrong" and "needs at least 2 devices" in outcome.message
+
+
+# --------------------------------------------------------------------------- task 4
+
+SOFT = """
+verdict = checks.lab01.task4(lambda: {answer}, setup)
+out["soft_placement_after"] = tf.config.get_soft_device_placement()
+out["missing_device"] = checks.lab01.missing_device(setup)
+"""
+
+
+def test_task4_right_and_the_setting_is_restored(tf_worker) -> None:
+    outcome = tf_worker.run(SOFT.format(answer="{True: False, False: True}"))
+    assert outcome.status == "correct", outcome.message
+    assert "raised InvalidArgumentError" in outcome.message and "ran on CPU:0" in outcome.message
+    assert outcome.out == {"soft_placement_after": True, "missing_device": "/device:CPU:2"}
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [
+        ("{True: True, False: True}", "soft placement on (raises?): expected False, got True"),
+        ("{'on': False, 'off': True}", "keys True and False"),
+        ("{True: 'runs', False: 'raises'}", "expected True (it raises) or False"),
+    ],
+)
+def test_task4_wrong(tf_worker, answer, fragment) -> None:
+    outcome = tf_worker.run(SOFT.format(answer=answer))
+    assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
+    assert outcome.out["soft_placement_after"] is True
+
+
+def test_task4_missing(tf_worker) -> None:
+    outcome = tf_worker.run("verdict = checks.lab01.task4(None, setup)")
+    assert outcome.status == "not attempted"
+
+
+def test_missing_device_is_one_past_the_last() -> None:
+    assert lab01.missing_device(["/device:GPU:0", "/device:GPU:1"]) == "/device:GPU:2"

@@ -1,0 +1,261 @@
+"""Tests of dtf.checks.lab02: right, wrong and missing answers for every task.
+
+Every task needs TensorFlow, so the cases run in a TensorFlow process set up like the lab
+(2 logical CPUs, placement logging on), one case at a time, each with its own answer
+(tests/checks_worker.py). Every test stands alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.checks_worker import worker_fixture
+
+tf_worker = worker_fixture(num_devices=2)
+
+STUB = "def stub(*args):\n    raise NotImplementedError\n"
+
+
+# --------------------------------------------------------------------------- task 1
+
+SPLIT_RIGHT = """
+def split_right(x, y, n):
+    if len(x) % n:
+        raise ValueError("uneven")
+    return list(zip(tf.split(x, n), tf.split(y, n)))
+"""
+
+
+@pytest.mark.parametrize(
+    "code, status, fragments",
+    [
+        (SPLIT_RIGHT + "verdict = checks.lab02.task1(split_right)", "correct", ["refused"]),
+        (
+            "verdict = checks.lab02.task1(lambda x, y, n: list(zip(np.split(x, n), "
+            "np.split(y, n))))",
+            "correct",
+            [],
+        ),
+        (
+            "verdict = checks.lab02.task1(lambda x, y, n: list(zip(np.array_split(x, n), "
+            "np.array_split(y, n))))",
+            "wrong",
+            ["must raise ValueError, got shards of sizes [3, 3, 2, 2]"],
+        ),
+        (
+            "verdict = checks.lab02.task1(lambda x, y, n: [(x[i::n], y[i::n]) for i in range(n)])",
+            "wrong",
+            ["x of shard 0 of a batch of 12 over 2 tower(s)", "in order"],
+        ),
+        (
+            "verdict = checks.lab02.task1(lambda x, y, n: [(x, y)])",
+            "wrong",
+            ["expected a list of 2 (x_i, y_i) pairs, got a list of 1 item."],
+        ),
+        (
+            SPLIT_RIGHT
+            + "def split_type_error(x, y, n):\n"
+            + "    if len(x) % n:\n        raise TypeError('uneven')\n"
+            + "    return split_right(x, y, n)\n"
+            + "verdict = checks.lab02.task1(split_type_error)",
+            "wrong",
+            ["raised TypeError: uneven instead of ValueError"],
+        ),
+        (STUB + "verdict = checks.lab02.task1(stub)", "not attempted", []),
+    ],
+    ids=["right", "numpy", "uneven", "strided", "count", "type-error", "stub"],
+)
+def test_task1(tf_worker, code, status, fragments) -> None:
+    outcome = tf_worker.run(code)
+    assert outcome.message.startswith(f"Task 1: {status}"), outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+@pytest.mark.parametrize(
+    "answer, status, fragments",
+    [
+        ("lambda tg: [tf.add_n(list(g)) / len(g) for g in zip(*tg)]", "correct", []),
+        ("lambda tg: [np.mean([t.numpy() for t in g], axis=0) for g in zip(*tg)]", "correct", []),
+        ("lambda tg: [tf.add_n(list(g)) for g in zip(*tg)]", "wrong", ["That is the sum"]),
+        ("lambda tg: list(tg[0])", "wrong", ["variable 0, 2 tower(s)"]),
+        (
+            "lambda tg: [g for tower in tg for g in tower]",
+            "wrong",
+            ["expected a list of 2 gradients (one per variable), got a list of 4"],
+        ),
+        ("stub", "not attempted", []),
+    ],
+    ids=["right", "numpy", "sum", "first-tower", "flat", "stub"],
+)
+def test_task2(tf_worker, answer, status, fragments) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab02.task2({answer})")
+    assert outcome.message.startswith(f"Task 2: {status}"), outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+
+
+# --------------------------------------------------------------------------- task 3
+
+#: A tower step with switches for the usual mistakes; ``out["hidden"]`` records the width
+#: of the hidden layer each call saw.
+MAKE_STEP = """
+def make_step(on_devices=True, average=True, apply=True, tape_records=True):
+    def step(params, x, y, devs, lr):
+        out.setdefault("hidden", []).append(int(params["biases_1"].shape[0]))
+        variables = list(params.values())
+        grads = []
+        for d, (x_i, y_i) in zip(devs, towers.split_batch(x, y, len(devs))):
+            with tf.device(d if on_devices else None):
+                if tape_records:
+                    with tf.GradientTape() as tape:
+                        loss = checks.lab02.loss(y_i, towers.mlp_logits(params, x_i))
+                else:  # the loss computed outside the tape: every gradient is None
+                    loss = checks.lab02.loss(y_i, towers.mlp_logits(params, x_i))
+                    with tf.GradientTape() as tape:
+                        pass
+                grads.append(tape.gradient(loss, variables))
+        with tf.device("/device:CPU:0"):
+            for g, v in zip(towers.average_gradients(grads), variables):
+                if apply:
+                    v.assign_sub(lr * g * (1 if average else len(devs)))
+    return step
+"""
+
+
+def task3(step: str) -> str:
+    return MAKE_STEP + f"verdict = checks.lab02.task3({step}, setup)\n"
+
+
+def test_task3_right_tf_function(tf_worker) -> None:
+    outcome = tf_worker.run(task3("tf.function(make_step())"))
+    assert outcome.status == "correct", outcome.message
+    assert "3 tower steps over 2 devices match single-device training" in outcome.message
+    assert "the towers' MatMuls ran on CPU:0, CPU:1" in outcome.message
+
+
+def test_task3_right_eager(tf_worker) -> None:
+    outcome = tf_worker.run(task3("make_step()"))
+    assert outcome.status == "correct", outcome.message
+    assert "the towers' MatMuls ran on CPU:0, CPU:1" in outcome.message
+
+
+def test_task3_checking_again_gives_the_same_verdict(tf_worker) -> None:
+    # The same tf.function, checked twice: traced anew, same weights, same line.
+    outcome = tf_worker.run(
+        MAKE_STEP
+        + "step = tf.function(make_step())\n"
+        + "first = checks.lab02.task3(step, setup)\n"
+        + "verdict = checks.lab02.task3(step, setup)\n"
+        + "out['first'] = first.message\n"
+    )
+    assert outcome.status == "correct", outcome.message
+    assert outcome.message == outcome.out["first"]
+    assert "MatMuls ran on CPU:0, CPU:1" in outcome.message
+    assert len(set(outcome.out["hidden"])) == 1, outcome.out["hidden"]
+
+
+def test_task3_one_device_is_wrong(tf_worker) -> None:
+    outcome = tf_worker.run(task3("tf.function(make_step(on_devices=False))"))
+    assert outcome.status == "wrong"
+    assert "the weights are right, but no MatMul ran on CPU:1" in outcome.message
+    assert "with tf.device(devices[i])" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "wrap", ["make_step(average=False)", "tf.function(make_step(average=False))"]
+)
+def test_task3_names_summed_gradients(tf_worker, wrap) -> None:
+    outcome = tf_worker.run(task3(wrap))
+    assert outcome.status == "wrong"
+    assert "training with the sum of the 2 towers' gradients" in outcome.message
+    assert "a step 2 times too large" in outcome.message
+    assert "Hint: Average the gradients" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "wrap", ["make_step(tape_records=False)", "tf.function(make_step(tape_records=False))"]
+)
+def test_task3_names_none_gradients(tf_worker, wrap) -> None:
+    outcome = tf_worker.run(task3(wrap))
+    assert outcome.status == "wrong"
+    assert (
+        "tape.gradient returned None instead of a gradient for weights_1, biases_1, "
+        "weights_2, biases_2" in outcome.message
+    )
+    assert "Hint: Compute the loss inside `with tf.GradientTape() as tape:`" in outcome.message
+
+
+def test_task3_none_gradients_that_were_skipped(tf_worker) -> None:
+    # A step that drops the None gradients: nothing is applied, and the message says why.
+    outcome = tf_worker.run(
+        """
+def step(params, x, y, devs, lr):
+    variables = list(params.values())
+    loss = checks.lab02.loss(y, towers.mlp_logits(params, x))
+    with tf.GradientTape() as tape:
+        pass
+    for g, v in zip(tape.gradient(loss, variables), variables):
+        if g is not None:
+            v.assign_sub(lr * g)
+verdict = checks.lab02.task3(step, setup)
+"""
+    )
+    assert outcome.status == "wrong"
+    assert "returned None instead of a gradient" in outcome.message
+    assert "the weights stayed the initial ones" in outcome.message
+
+
+def test_task3_no_update(tf_worker) -> None:
+    outcome = tf_worker.run(task3("make_step(apply=False)"))
+    assert outcome.status == "wrong"
+    assert "after 3 calls the weights are still the initial ones" in outcome.message
+    assert "None" not in outcome.message
+
+
+def test_task3_other_wrong_weights(tf_worker) -> None:
+    outcome = tf_worker.run(
+        MAKE_STEP
+        + "inner = make_step()\n"
+        + "def twice(params, x, y, devs, lr):\n"
+        + "    inner(params, x, y, devs, lr / 3)\n"
+        + "verdict = checks.lab02.task3(twice, setup)\n"
+    )
+    assert outcome.status == "wrong"
+    assert "after 3 steps (vs. single-device training)" in outcome.message
+    assert "averaged over the towers" in outcome.message
+    assert "sum" not in outcome.message and "None" not in outcome.message
+
+
+@pytest.mark.parametrize(
+    "code, status, fragment",
+    [
+        (
+            "def uses_split_stub(*args):\n"
+            "    raise NotImplementedError('Task 1: write your code here')\n"
+            "verdict = checks.lab02.task3(uses_split_stub, setup)",
+            "wrong",
+            "Finish Task 1 first",
+        ),
+        (STUB + "verdict = checks.lab02.task3(stub, setup)", "not attempted", ""),
+        ("verdict = checks.lab02.task3(None, setup)", "not attempted", ""),
+    ],
+    ids=["task1-stub", "stub", "none"],
+)
+def test_task3_missing(tf_worker, code, status, fragment) -> None:
+    outcome = tf_worker.run(code)
+    assert outcome.message.startswith(f"Task 3: {status}") and fragment in outcome.message
+
+
+def test_task3_restores_tensorfloat32(tf_worker) -> None:
+    outcome = tf_worker.run(
+        task3("make_step()")
+        + "out['tf32'] = tf.config.experimental.tensor_float_32_execution_enabled()\n"
+        + "out['gradient'] = tf.GradientTape.gradient.__module__\n"
+    )
+    assert outcome.status == "correct", outcome.message
+    assert outcome.out["tf32"] is True  # TensorFlow's default, put back
+    assert outcome.out["gradient"].startswith("tensorflow.")  # the tape's method, put back
