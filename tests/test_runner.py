@@ -7,23 +7,23 @@ share one runner invocation through module-scoped fixtures.
 
 from __future__ import annotations
 
-import importlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
+import execute_in_place
 import nbformat
+import nbtools
 import psutil
 import pytest
+import run_notebooks
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-run_notebooks = importlib.import_module("run_notebooks")
-execute_in_place = importlib.import_module("execute_in_place")
-nbtools = importlib.import_module("nbtools")
+from tests.conftest import ROOT
 
 # The first cell of a notebook starts ~6 s after the runner starts it on 2 idle cores (~8 s
 # with both cores busy): importing papermill alone takes ~2.5 s. The notebook must start its
@@ -64,6 +64,19 @@ def is_gone(pid: int) -> bool:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return True
+
+
+# What the batch's -p arguments must arrive as, with their types (bool is not int here).
+BATCH_PARAMETERS = {
+    "EPOCHS": 2,
+    "MODE": "fast",
+    "RATE": 0.001,
+    "SHUFFLE": False,
+    "LIMIT": None,
+    "LAYERS": "[1, 2]",
+    "NAME": "'q'",
+    "BIG": 10**30,
+}
 
 
 def rows_by_notebook(report_json: dict) -> dict[str, dict]:
@@ -111,13 +124,21 @@ def batch(tmp_path_factory: pytest.TempPathFactory, slow_run: SimpleNamespace) -
         nbs / "b_params.ipynb",
         "assert EPOCHS == 2, EPOCHS\nassert MODE == 'fast', MODE\n"
         "import dtf.metrics\ndtf.metrics.record('epochs', EPOCHS)",
-        parameters="EPOCHS = 10\nMODE = 'slow'",
+        # Each type papermill's command line produces, and text that looks like Python.
+        "assert type(EPOCHS) is int and type(RATE) is float and RATE == 1e-3, RATE\n"
+        "assert SHUFFLE is False and LIMIT is None, (SHUFFLE, LIMIT)\n"
+        "assert LAYERS == '[1, 2]' and NAME == \"'q'\", (LAYERS, NAME)\n"
+        "assert BIG == 10**30 and type(BIG) is int, BIG",
+        parameters="EPOCHS = 10\nMODE = 'slow'\nRATE = 0.1\nSHUFFLE = True\nLIMIT = 5\n"
+        "LAYERS = [4]\nNAME = 'x'\nBIG = 0",
     )
     make_notebook(nbs / "c_fail.ipynb", "x = 1", "raise ValueError('boom <script>')")
     (nbs / ".ipynb_checkpoints").mkdir()
     make_notebook(nbs / ".ipynb_checkpoints" / "a_metrics-checkpoint.ipynb", "1/0")
     out, reports = tmp / "out", tmp / "reports"
     argv = [str(nbs), "-p", "EPOCHS", "2", "-p", "MODE", "fast", "--timeout", "120"]
+    argv += ["-p", "RATE", "1e-3", "-p", "SHUFFLE", "False", "-p", "LIMIT", "None"]
+    argv += ["-p", "LAYERS", "[1, 2]", "-p", "NAME", "'q'", "-p", "BIG", str(10**30)]
     argv += ["--output-dir", str(out), "--report-dir", str(reports)]
     rc = run_notebooks.main(argv)
     return SimpleNamespace(
@@ -144,7 +165,7 @@ def test_statuses_metrics_and_errors(batch: SimpleNamespace) -> None:
     assert rows["b_params.ipynb"]["metrics"] == {"epochs": 2}
     assert rows["c_fail.ipynb"]["error"].startswith("ValueError: boom <script>")
     assert batch.data["counts"] == {"passed": 2, "failed": 1, "timeout": 0}
-    assert batch.data["parameters"] == {"EPOCHS": 2, "MODE": "fast"}
+    assert batch.data["parameters"] == BATCH_PARAMETERS
     for row in rows.values():
         assert row["seconds"] > 0 and row["peak_mib"] > 10
 
@@ -160,7 +181,7 @@ def test_leftover_process_is_stopped_and_reported(batch: SimpleNamespace) -> Non
 def test_report_md(batch: SimpleNamespace) -> None:
     lines = batch.md.splitlines()
     assert any(line.startswith("**2 passed, 1 failed** in ") for line in lines)
-    assert "(parameters: EPOCHS=2, MODE='fast')" in batch.md
+    assert "(parameters: EPOCHS=2, MODE='fast', RATE=0.001, SHUFFLE=False, LIMIT=None, " in batch.md
     table = {line.split("|")[1].strip(): line for line in lines if line.startswith("| ")}
     assert "| passed |" in table["a_metrics.ipynb"] and "acc=0.9" in table["a_metrics.ipynb"]
     assert "epochs=2" in table["b_params.ipynb"]
@@ -185,7 +206,7 @@ def test_reports_use_relative_paths(batch: SimpleNamespace) -> None:
 
 def test_executed_copies_and_progress(batch: SimpleNamespace) -> None:
     executed = nbformat.read(batch.out / "b_params.ipynb", as_version=4)
-    assert executed.metadata["papermill"]["parameters"] == {"EPOCHS": 2, "MODE": "fast"}
+    assert executed.metadata["papermill"]["parameters"] == BATCH_PARAMETERS
     assert (batch.out / "c_fail.ipynb").exists()  # papermill saves the failing notebook
     assert not (batch.out / "a_metrics-checkpoint.ipynb").exists()
 
@@ -238,6 +259,7 @@ def test_discover_expands_and_sorts(tmp_path: Path) -> None:
         (["{tmp}"], "no notebooks found"),
         (["{tmp}/x.ipynb", "-k", "zzz"], "no notebook matches"),
         (["{tmp}/x.ipynb", "-p", "not-a-name", "1"], "not a Python identifier"),
+        (["{tmp}/x.ipynb", "-p", "class", "1"], "is a Python keyword"),
         (["{tmp}/x.ipynb", "--timeout", "0"], "must be > 0"),
     ],
 )
@@ -254,13 +276,63 @@ def test_usage_errors_exit_2(
     assert not (tmp_path / "r").exists()
 
 
-def test_parse_value() -> None:
-    assert run_notebooks.parse_value("3") == 3
-    assert run_notebooks.parse_value("0.5") == 0.5
-    assert run_notebooks.parse_value("[1, 2]") == [1, 2]
-    assert run_notebooks.parse_value("True") is True
-    assert run_notebooks.parse_value("adam") == "adam"
-    assert run_notebooks.parse_value("'quoted'") == "quoted"
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [
+        ("3", 3),
+        ("-7", -7),
+        ("-1e-3", -0.001),
+        (str(10**30), 10**30),
+        ("0.5", 0.5),
+        ("1e-3", 0.001),
+        ("True", True),
+        ("False", False),
+        ("None", None),
+        ("true", "true"),  # only Python's spelling, as papermill's CLI
+        ("adam", "adam"),
+        ("[1, 2]", "[1, 2]"),  # no Python literals: text, as papermill's CLI
+        ("'quoted'", "'quoted'"),
+        ("", ""),
+    ],
+)
+def test_parse_value_like_papermill_cli(text: str, value: object) -> None:
+    from papermill.cli import _resolve_type
+
+    parsed = run_notebooks.parse_value(text)
+    assert parsed == value and type(parsed) is type(value)
+    assert parsed == _resolve_type(text) and type(parsed) is type(_resolve_type(text))
+
+
+@pytest.mark.parametrize("text", ["1e400", "-1e400", "inf", "-Infinity", "nan", "9" * 5000])
+def test_values_that_cannot_reach_a_notebook_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    """inf/nan have no literal in a parameters cell: refused before any notebook runs."""
+    nb = make_notebook(tmp_path / "x.ipynb", "1")
+    argv = [str(nb), "-p", "EPOCHS", "1", "-p", "LEARNING_RATE", text]
+    assert run_notebooks.main([*argv, "--report-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "-p LEARNING_RATE" in err and "finite" in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_take_parameters_keeps_values_that_look_like_options() -> None:
+    argv = ["nb.ipynb", "-p", "LR", "-1e-3", "--parameter", "NAME", "-x", "-k", "03"]
+    rest, pairs = run_notebooks.take_parameters(argv)
+    assert rest == ["nb.ipynb", "-k", "03"]
+    assert pairs == [("LR", "-1e-3"), ("NAME", "-x")]
+    assert run_notebooks.take_parameters(["x", "--", "-p", "A", "1"]) == (
+        ["x", "--", "-p", "A", "1"],
+        [],
+    )
+    assert run_notebooks.take_parameters(["x", "-p", "A"]) == (["x", "-p", "A"], [])
+
+
+def test_help_describes_parameter_values(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run_notebooks.main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "True/False/None, an integer or a float" in text and "else a string" in text
+    assert "inf and nan are refused" in text
 
 
 # --------------------------------------------------------------------------- execute in place
@@ -296,3 +368,21 @@ def test_execute_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "[1/3] 1_ok.ipynb ..." in captured.out
     assert "2_bad.ipynb failed at cell index 1: ValueError: boom" in captured.err
     assert "[3/3]" not in captured.out
+
+
+# --------------------------------------------------------------------------- not POSIX
+
+
+def test_runner_without_posix_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The Windows path: no getuid/killpg/SIGKILL, and a leftover process is still stopped."""
+    monkeypatch.setattr(nbtools, "POSIX", False)
+    for name in ("getuid", "killpg", "getpgid"):
+        monkeypatch.delattr(os, name, raising=False)
+    monkeypatch.setattr(nbtools, "signal", SimpleNamespace(SIGTERM=signal.SIGTERM))
+    nb = make_notebook(tmp_path / "leak.ipynb", LEAK_SOURCE)
+    argv = [str(nb), "--timeout", "120", "--report-dir", str(tmp_path / "r")]
+    assert run_notebooks.main([*argv, "--output-dir", str(tmp_path / "out")]) == 0
+    assert is_gone(int((tmp_path / "leak.pid").read_text()))
+    assert "stopped leftover processes: sleep" in capsys.readouterr().out

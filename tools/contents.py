@@ -4,18 +4,29 @@ Titles come from each notebook's first heading (``# NN · Title``), so renaming 
 or adding one needs only ``python tools/contents.py``. The generated parts sit between
 marker comments, so running it again changes nothing (idempotent); ``--check`` exits 1
 when something is out of date (the structure tests use it).
+
+Both modes also check every relative link in the markdown cells of every notebook
+(``notebooks/``, ``labs/``, ``labs/solutions/``) and in ``README.md``: it must lead to a file or
+folder that exists, with the same case (GitHub and Linux are case-sensitive), inside the
+repository. Web links (any ``scheme:``) and anchors within a page (``#x``) are not checked;
+the anchor of ``file#x`` is ignored. Links in code spans and fenced code blocks are not links.
+A broken link is printed with its file and cell (or line) and makes the exit status 1.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import posixpath
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote
 
 import nbformat
+from nbtools import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 NAV_MARK = "<!--navigation-->"
 START, END = "<!-- contents:start -->", "<!-- contents:end -->"
 TITLE = re.compile(r"^#\s+(?P<num>\d{2})\s+·\s+(?P<title>.+?)\s*$", re.M)
@@ -30,11 +41,11 @@ def title_of(path: Path) -> tuple[str, str]:
     return m["num"], m["title"]
 
 
-def tutorials(root: Path = ROOT) -> list[Path]:
+def tutorials(root: Path = REPO_ROOT) -> list[Path]:
     return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
-def labs(root: Path = ROOT) -> list[Path]:
+def labs(root: Path = REPO_ROOT) -> list[Path]:
     """Student labs (generated from labs/solutions; they link back to their tutorial)."""
     return sorted((root / "labs").glob("[0-9][0-9]_*_lab.ipynb"))
 
@@ -93,7 +104,7 @@ def lab_info(path: Path) -> tuple[str, str, list[str]]:
     return m["num"], m["title"], PRACTISES.findall(source)
 
 
-def contents_table(root: Path = ROOT) -> str:
+def contents_table(root: Path = REPO_ROOT) -> str:
     rows = ["| # | Tutorial | Practised in |", "|---|---|---|"]
     practised: dict[str, list[str]] = {}
     lab_rows = ["| Lab | Practises | Solution |", "|---|---|---|"]
@@ -116,7 +127,7 @@ def contents_table(root: Path = ROOT) -> str:
     return table
 
 
-def update_readme(root: Path = ROOT) -> bool:
+def update_readme(root: Path = REPO_ROOT) -> bool:
     readme = root / "README.md"
     text = readme.read_text(encoding="utf-8")
     if START not in text or END not in text:
@@ -130,9 +141,151 @@ def update_readme(root: Path = ROOT) -> bool:
     return False
 
 
-def main(argv: list[str] | None = None) -> int:
+# --------------------------------------------------------------------------- links
+
+#: Folders whose notebooks are checked for broken links (relative to the repository root).
+LINK_FOLDERS = ("notebooks", "labs", "labs/solutions")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_CODE_SPAN = re.compile(r"(`+).+?\1", re.S)
+_TARGET = r"(?:<(?P<{0}a>[^>\n]*)>|(?P<{0}b>[^)\s]+))"
+#: ``](target)`` or ``](target "title")``: the end of any inline link or image, so that a
+#: link around an image (``[![alt](a.png)](b.md)``) yields both targets.
+_INLINE = re.compile(
+    r"\]\(\s*" + _TARGET.format("i") + r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^)]*\)))?\s*\)"
+)
+_REFERENCE = re.compile(r"^ {0,3}\[[^\]\n]+\]:[ \t]*" + _TARGET.format("r"), re.M)
+_HTML = re.compile(r"\b(?:href|src)\s*=\s*(?:\"(?P<hq>[^\"]*)\"|'(?P<hs>[^']*)')", re.I)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+
+
+@dataclass(frozen=True)
+class BrokenLink:
+    """A relative link that leads nowhere: where it is, what it says and why it fails."""
+
+    file: str  # POSIX path relative to the repository root
+    where: str  # "cell index N" in a notebook, "line N" in a markdown file
+    target: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.file} ({self.where}): {self.target}: {self.reason}"
+
+
+def _without_code(markdown: str) -> str:
+    """``markdown`` with fenced code blocks and code spans blanked (offsets and lines kept)."""
+    lines = markdown.split("\n")
+    fence = None
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence, lines[i] = m[1], ""
+        elif fence is not None:
+            if m and m[1][0] == fence[0] and len(m[1]) >= len(fence):
+                fence = None
+            lines[i] = ""
+    text = "\n".join(lines)
+    return _CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
+
+
+def link_targets(markdown: str) -> list[tuple[int, str]]:
+    """Every link target in ``markdown`` as ``(line number, target)``, in reading order.
+
+    Inline links and images, reference definitions (``[x]: target``) and HTML ``href``/``src``
+    attributes; nothing inside code. Web links and anchors are included (the caller skips them).
+    """
+    text = _without_code(markdown)
+    found: list[tuple[int, str]] = []
+    for pattern in (_INLINE, _REFERENCE, _HTML):
+        for m in pattern.finditer(text):
+            target = next(v for k, v in m.groupdict().items() if v is not None)
+            found.append((m.start(), target))
+    found.sort()
+    return [(text.count("\n", 0, start) + 1, target) for start, target in found if target]
+
+
+def _exact_path_problem(root: Path, relative: str) -> str | None:
+    """Why ``relative`` (normalised, inside ``root``) is not an existing path, or None.
+
+    Compares names exactly, folder by folder: a link that differs only in case works on
+    macOS and Windows but not on GitHub or Linux.
+    """
+    current = root
+    for part in relative.split("/"):
+        if part in ("", "."):
+            continue
+        try:
+            names = os.listdir(current)
+        except OSError:
+            return "no such file"
+        if part not in names:
+            near = sorted(n for n in names if n.lower() == part.lower())
+            if near:
+                return f"no such file (the name differs in case: {near[0]})"
+            return "no such file"
+        current = current / part
+    return None
+
+
+def check_target(root: Path, file: str, target: str) -> str | None:
+    """Why the link ``target`` in ``file`` (relative to ``root``) is broken, or None.
+
+    Web links (``https:``, ``mailto:``, any scheme) and same-page anchors are not checked.
+    """
+    if _SCHEME.match(target) or target.startswith("#"):
+        return None
+    path = unquote(target.split("#", 1)[0].split("?", 1)[0])
+    if not path:
+        return None
+    if path.startswith(("/", "\\")):
+        return "absolute path: use a path relative to this file"
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(file), path))
+    if joined == ".." or joined.startswith("../"):
+        return "outside the repository"
+    return _exact_path_problem(root, joined)
+
+
+def link_files(root: Path = REPO_ROOT) -> list[Path]:
+    """The files whose links are checked: README.md and the notebooks of LINK_FOLDERS."""
+    files = [root / "README.md"] if (root / "README.md").exists() else []
+    for folder in LINK_FOLDERS:
+        files.extend(sorted((root / folder).glob("*.ipynb")))
+    return files
+
+
+def broken_links(root: Path = REPO_ROOT) -> list[BrokenLink]:
+    """Every broken relative link in :func:`link_files`, in file order."""
+    root = root.resolve()
+    problems = []
+    for path in link_files(root):
+        name = path.resolve().relative_to(root).as_posix()
+        if path.suffix == ".ipynb":
+            nb = nbformat.read(path, as_version=4)
+            blocks = [
+                (f"cell index {i}", cell.source, False)
+                for i, cell in enumerate(nb.cells)
+                if cell.cell_type == "markdown"
+            ]
+        else:
+            blocks = [("", path.read_text(encoding="utf-8"), True)]
+        for where, text, by_line in blocks:
+            for line, target in link_targets(text):
+                reason = check_target(root, name, target)
+                if reason:
+                    problems.append(
+                        BrokenLink(name, f"line {line}" if by_line else where, target, reason)
+                    )
+    return problems
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
+    """Update (or with ``--check`` verify) the generated parts and check links under ``root``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if anything is stale")
+    parser.add_argument(
+        "--check", action="store_true", help="write nothing; exit 1 if anything is stale"
+    )
     args = parser.parse_args(argv)
     stale = []
     if args.check:
@@ -141,17 +294,22 @@ def main(argv: list[str] | None = None) -> int:
 
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp)
-            shutil.copy(ROOT / "README.md", copy / "README.md")
+            shutil.copy(root / "README.md", copy / "README.md")
             for sub in ("notebooks", "labs"):
-                if (ROOT / sub).exists():
-                    shutil.copytree(ROOT / sub, copy / sub)
+                if (root / sub).exists():
+                    shutil.copytree(root / sub, copy / sub)
             stale = _update_all(copy)
         for name in stale:
             print(f"stale: {name} (run: python tools/contents.py)")
-        return 1 if stale else 0
-    for name in _update_all(ROOT):
-        print(f"updated {name}")
-    return 0
+    else:
+        for name in _update_all(root):
+            print(f"updated {name}")
+    broken = broken_links(root)
+    for problem in broken:
+        print(f"broken link: {problem}")
+    if broken:
+        print(f"{len(broken)} broken link(s): fix the link or add the file it points to")
+    return 1 if stale or broken else 0
 
 
 def _update_all(root: Path) -> list[str]:

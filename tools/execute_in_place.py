@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import nbtools
-from nbtools import UsageError, display_path, say, say_start
+from nbtools import UsageError, display_path, error_line, say, say_start
 
 DEFAULT_GLOBS = ("notebooks/*.ipynb",)
 KERNEL = "python3"
@@ -69,11 +69,6 @@ def strip_volatile(nb: Any) -> None:
             cell.metadata.pop(key, None)
 
 
-def _first_line(text: str, limit: int = 200) -> str:
-    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
 def execute_notebook(path: Path, *, timeout: float = 300, name: str | None = None) -> int:
     """Execute ``path`` in a fresh kernel and replace the file; returns the code cells run.
 
@@ -108,8 +103,7 @@ def execute_notebook(path: Path, *, timeout: float = 300, name: str | None = Non
     except CellExecutionError as exc:
         raise NotebookFailed(name, current["index"], f"{exc.ename}: {exc.evalue}") from exc
     except Exception as exc:  # cell timeout, dead kernel, kernel failed to start
-        error = f"{type(exc).__name__}: {_first_line(str(exc))}"
-        raise NotebookFailed(name, current["index"], error) from exc
+        raise NotebookFailed(name, current["index"], error_line(exc)) from exc
     finally:
         for leftover in nbtools.kill_leftovers(token):
             say(f"  warning: stopped leftover processes: {leftover}", err=True)

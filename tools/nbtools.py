@@ -7,6 +7,10 @@ own child does not reach the kernel, and a subprocess the notebook started is re
 init as soon as the kernel exits. We therefore tag every child with a per-run token in its
 environment (inherited by the kernel and everything it starts, unless a notebook wipes its
 environment) and find leftovers by that token.
+
+The tools run on Linux, macOS and Windows. Process groups, sessions and ``SIGKILL`` exist only
+on POSIX (:data:`POSIX`); elsewhere the child gets its own process group (so Ctrl-C in the
+console does not reach it directly) and its process tree is stopped through ``psutil``.
 """
 
 from __future__ import annotations
@@ -17,12 +21,27 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 
+#: The repository root (tools/ is one level below it); the other tools import it from here.
 REPO_ROOT = Path(__file__).resolve().parent.parent
+#: True where processes have POSIX sessions, process groups and signals (Linux, macOS).
+#: Elsewhere (Windows) only psutil is used to stop processes; tests set it to False to
+#: exercise that path on a POSIX machine.
+POSIX = os.name == "posix"
+
+# The tools use the course package (its one-line helpers are re-exported from here). In a
+# checkout without `pip install -e .` it is found in src/: the one place that adds it to the
+# import path, which is why the tools import dtf only after nbtools.
+try:
+    from dtf._util import error_line, first_line  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(REPO_ROOT / "src"))
+    from dtf._util import error_line, first_line  # noqa: F401
 RUN_TOKEN_ENV = "DTF_RUN_TOKEN"
 KILL_GRACE_S = 5.0
 
@@ -123,15 +142,51 @@ def child_env(token: str, metrics_file: str | os.PathLike[str] | None) -> dict[s
     return env
 
 
+def session_kwargs() -> dict[str, Any]:
+    """``Popen`` arguments that detach a child from the console's Ctrl-C.
+
+    POSIX: a new session (and process group), which :func:`terminate` signals as a whole.
+    Windows: a new process group (``CREATE_NEW_PROCESS_GROUP``); its tree is found via psutil.
+    """
+    if POSIX:
+        return {"start_new_session": True}
+    return {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
+
+
+def _current_user() -> str | None:
+    """This process's user name, or None if the system will not say (then nothing is skipped)."""
+    try:
+        return psutil.Process().username()
+    except (psutil.Error, KeyError, OSError):
+        return None
+
+
+def _owner_filter() -> tuple[list[str], Callable[[dict[str, Any]], bool]]:
+    """The ``process_iter`` attribute and a test for "started by this user".
+
+    Real uids where they exist (POSIX); otherwise the user name, as psutil reports it on
+    Windows. An owner the system hides from us (``None``) is not excluded here: reading the
+    process's environment then fails with ``AccessDenied`` and skips it anyway.
+    """
+    if POSIX and hasattr(os, "getuid"):
+        uid = os.getuid()
+        return ["uids"], lambda info: info.get("uids") is None or info["uids"].real == uid
+    user = _current_user()
+
+    def same_user(info: dict[str, Any]) -> bool:
+        return user is None or info.get("username") is None or info["username"] == user
+
+    return ["username"], same_user
+
+
 def find_tagged(token: str) -> list[psutil.Process]:
     """Live processes of this user whose environment carries ``token`` (our own excluded)."""
     me = os.getpid()
-    uid = os.getuid()
+    attrs, mine = _owner_filter()
     out = []
-    for proc in psutil.process_iter(["uids"]):
+    for proc in psutil.process_iter(attrs):
         try:
-            uids = proc.info.get("uids")
-            if proc.pid == me or (uids is not None and uids.real != uid):
+            if proc.pid == me or not mine(proc.info):
                 continue
             if proc.environ().get(RUN_TOKEN_ENV) == token:
                 out.append(proc)
@@ -172,20 +227,38 @@ def _signal_group(pgid: int | None, sig: int) -> None:
         pass
 
 
+def _descendants(pid: int) -> list[psutil.Process]:
+    """Every process below ``pid`` now (found before it dies: orphans lose the link)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
+
+
 def terminate(
     procs: Iterable[psutil.Process],
     *,
     child: subprocess.Popen | None = None,
     grace: float = KILL_GRACE_S,
 ) -> None:
-    """SIGTERM ``child``'s process group and ``procs``; SIGKILL what is left after ``grace`` s.
+    """Ask ``child``'s tree and ``procs`` to stop; kill what is left after ``grace`` s.
 
-    ``child`` (started with ``start_new_session=True``) is reaped with ``Popen.wait`` so its
+    On POSIX, ``child`` (started with :func:`session_kwargs`) is stopped with its whole
+    process group (SIGTERM, then SIGKILL). Elsewhere its descendants are collected through
+    psutil first and stopped with ``procs``. ``child`` is reaped with ``Popen.wait`` so its
     return code stays meaningful; the other processes are only polled.
     """
-    pgid = child.pid if child is not None and child.poll() is None else None
-    others = [p for p in alive(procs) if child is None or p.pid != child.pid]
-    _signal_group(pgid, signal.SIGTERM)
+    running = child is not None and child.poll() is None
+    tree = _descendants(child.pid) if running and not POSIX else []
+    by_pid = {p.pid: p for p in alive([*procs, *tree])}
+    if child is not None:
+        by_pid.pop(child.pid, None)
+    others = list(by_pid.values())
+    if running:
+        if POSIX:
+            _signal_group(child.pid, signal.SIGTERM)
+        else:
+            _quietly(child.terminate)
     for proc in others:
         try:
             proc.terminate()
@@ -199,8 +272,9 @@ def terminate(
             pass
     _, still = psutil.wait_procs(others, timeout=max(0.1, deadline - time.monotonic()))
     if child is not None and child.poll() is None:
-        _signal_group(child.pid, signal.SIGKILL)
-        child.kill()
+        if POSIX:
+            _signal_group(child.pid, signal.SIGKILL)
+        _quietly(child.kill)
         try:
             child.wait(timeout=grace)
         except subprocess.TimeoutExpired:
@@ -211,6 +285,14 @@ def terminate(
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
     psutil.wait_procs(still, timeout=grace)
+
+
+def _quietly(action: Callable[[], None]) -> None:
+    """Run ``Popen.terminate``/``kill``, ignoring a process that exited meanwhile."""
+    try:
+        action()
+    except (ProcessLookupError, PermissionError):
+        pass  # Windows: PermissionError (access denied) once the process has exited
 
 
 def kill_leftovers(token: str, also: Iterable[psutil.Process] = ()) -> list[str]:

@@ -5,11 +5,16 @@ Usage::
     python tools/run_notebooks.py [PATH ...] [-p NAME VALUE ...] [-k PATTERN]
         [--timeout S] [--cell-timeout S] [--output-dir DIR] [--report-dir DIR] [--kernel NAME]
 
-Each notebook runs in its own child process and process group, with its folder as the working
-directory (as in JupyterLab), a fresh ``DTF_METRICS_FILE`` and a wall-clock limit. Everything
-the notebook started is stopped afterwards. The report (``report.md``, ``report.html``,
-``report.json`` in ``--report-dir``) lists status, wall time, peak memory of the whole process
-tree, the metrics the notebook recorded with ``dtf.metrics.record`` and the first error.
+Each notebook runs in its own child process and process group (on Linux, macOS and Windows),
+with its folder as the working directory (as in JupyterLab), a fresh ``DTF_METRICS_FILE`` and
+a wall-clock limit. Everything the notebook started is stopped afterwards. The report
+(``report.md``, ``report.html``, ``report.json`` in ``--report-dir``) lists status, wall time,
+peak memory of the whole process tree, the metrics the notebook recorded with
+``dtf.metrics.record`` and the first error.
+
+``-p NAME VALUE`` values are typed as papermill's own ``-p`` types them: ``True``, ``False``,
+``None``, an integer, a float, else the text as a string (``[1, 2]`` stays text). Values that
+have no literal in a parameters cell (``inf``, ``nan``, ``1e400``) are refused (exit status 2).
 
 Exit status: 0 all passed, 1 some failed or timed out, 2 usage error.
 """
@@ -17,9 +22,10 @@ Exit status: 0 all passed, 1 some failed or timed out, 2 usage error.
 from __future__ import annotations
 
 import argparse
-import ast
 import html
 import json
+import keyword
+import math
 import os
 import re
 import subprocess
@@ -33,19 +39,13 @@ from typing import Any
 
 import nbtools
 import psutil
-from nbtools import REPO_ROOT, UsageError, display_path, say, say_start
+from nbtools import REPO_ROOT, UsageError, display_path, first_line, say, say_start
 
 DEFAULT_GLOBS = ("notebooks/*.ipynb", "labs/solutions/*.ipynb")
 WORKER_FLAG = "--_worker"  # internal: run one notebook in this (child) process
 SAMPLE_INTERVAL_S = 0.25
 SUMMARY_MAX = 200
 STATUSES = ("passed", "failed", "timeout")
-
-try:
-    import dtf.metrics as dtf_metrics
-except ImportError:  # running from a checkout without `pip install -e .`
-    sys.path.insert(0, str(REPO_ROOT / "src"))
-    import dtf.metrics as dtf_metrics
 
 
 @dataclass
@@ -77,24 +77,62 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return nbtools.discover(paths, DEFAULT_GLOBS)
 
 
-def parse_value(text: str) -> Any:
-    """A ``-p`` value as a Python literal (``1``, ``0.5``, ``[1, 2]``, ``True``), else a string."""
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return text
+def parse_value(text: str) -> bool | int | float | str | None:
+    """A ``-p`` value typed the way papermill's command line types it.
+
+    ``True``, ``False`` and ``None`` (exactly so spelled), else an integer, else a float,
+    else the text itself: no other Python literal is evaluated (``"[1, 2]"`` stays text).
+    """
+    if text in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[text]
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:  # also int() of more digits than Python converts (4300)
+            continue
+    return text
+
+
+def parse_parameter(name: str, text: str) -> bool | int | float | str | None:
+    """The value of ``-p name text``, or :class:`UsageError` if it cannot reach a notebook.
+
+    The value is written into the notebook's injected parameters cell and its metadata
+    (JSON), so it must be a valid name, a finite number (``inf``/``nan``, e.g. ``1e400``,
+    have no literal) or text that can be saved as UTF-8.
+    """
+    if not name.isidentifier():
+        raise UsageError(f"-p {name}: the parameter name is not a Python identifier")
+    if keyword.iskeyword(name):
+        raise UsageError(f"-p {name}: the parameter name is a Python keyword")
+    value = parse_value(text)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise UsageError(
+            f"-p {name} {first_line(text, 40)}: reads as {value}, not a finite number, and "
+            "cannot be written into a notebook's parameters cell; give a finite number"
+        )
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise UsageError(
+                f"-p {name}: the value is not valid UTF-8 text and cannot be saved in a notebook"
+            ) from None
+    return value
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def one_line(text: str, limit: int = SUMMARY_MAX, scrub: Sequence[Path] = ()) -> str:
-    """Collapse ``text`` to one short line without colour codes or absolute directories."""
+    """All of ``text`` on one short line, without colour codes or absolute directories.
+
+    Unlike ``dtf._util.first_line`` (which it uses to cut) it keeps every line: a
+    report's error column should show the whole message, collapsed.
+    """
     text = _ANSI.sub("", text)
     for directory in scrub:
         text = text.replace(str(directory) + os.sep, "")
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return first_line(" ".join(text.split()), limit)
 
 
 def format_value(value: Any) -> str:
@@ -171,7 +209,7 @@ def _worker(spec_json: str) -> int:
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
-    params = {name: ast.literal_eval(text) for name, text in spec["parameters"].items()}
+    params = spec["parameters"]  # JSON keeps bool, int, float, str and None as they were
     error: dict[str, Any]
     try:
         papermill.execute_notebook(
@@ -244,6 +282,8 @@ def _last_error_line(log_path: Path) -> str | None:
 
 def _read_metrics(path: Path) -> dict[str, Any]:
     """Metrics the notebook recorded; a line cut off by a kill must not crash the report."""
+    import dtf.metrics as dtf_metrics  # here, not at the top: nbtools made dtf importable
+
     try:
         return dtf_metrics.read(path)
     except (ValueError, KeyError, TypeError):
@@ -283,8 +323,9 @@ def run_one(
 ) -> Result:
     """Run one notebook in a child process and return what happened.
 
-    The child gets its own session so that a timeout can stop it with one signal to its
-    group; the kernel (which jupyter_client puts in yet another session) and whatever the
+    The child gets its own session (process group on Windows) so that a timeout can stop it
+    and its tree together (:func:`nbtools.terminate`); the kernel (which jupyter_client puts
+    in yet another session) and whatever the
     notebook started are found through the sampler and the run token and stopped as well.
     """
     path = path.resolve()
@@ -298,7 +339,7 @@ def run_one(
     spec = {
         "input": str(path),
         "output": str(output_path.resolve()),
-        "parameters": {k: repr(v) for k, v in params.items()},
+        "parameters": params,
         "kernel": kernel,
         "cwd": str(path.parent),
         "cell_timeout": cell_timeout if cell_timeout is not None else timeout,
@@ -314,7 +355,7 @@ def run_one(
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
-            start_new_session=True,
+            **nbtools.session_kwargs(),
         )
         sampler = TreeSampler(child.pid)
         sampler.start()
@@ -511,7 +552,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar=("NAME", "VALUE"),
-        help="papermill parameter; VALUE is a Python literal, else a string (repeatable)",
+        help="papermill parameter (repeatable); VALUE becomes True/False/None, an integer or a "
+        "float where it reads as one (as with papermill -p), else a string; inf and nan are "
+        "refused",
     )
     parser.add_argument(
         "-k",
@@ -536,6 +579,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+PARAMETER_FLAGS = ("-p", "--parameter")
+
+
+def take_parameters(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Split ``-p NAME VALUE`` triples off ``argv``: (the other arguments, the pairs).
+
+    argparse would take a VALUE such as ``-1e-3`` for an option and refuse it (it accepts
+    only ``-1`` and ``-0.5`` as negative numbers); papermill's ``-p`` takes any text, so the
+    two words after ``-p`` are taken verbatim here. Anything after ``--`` is left alone, and
+    an incomplete ``-p`` at the end is left for argparse to report.
+    """
+    rest: list[str] = []
+    pairs: list[tuple[str, str]] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == "--":
+            rest.extend(argv[i:])
+            break
+        if argv[i] in PARAMETER_FLAGS and i + 2 < len(argv):
+            pairs.append((argv[i + 1], argv[i + 2]))
+            i += 3
+        else:
+            rest.append(argv[i])
+            i += 1
+    return rest, pairs
+
+
 def _unique_stems(paths: Sequence[Path]) -> list[str]:
     """File stems, suffixed where two notebooks share one, for metrics and log file names."""
     seen: dict[str, int] = {}
@@ -553,16 +623,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == [WORKER_FLAG] and len(argv) == 2:
         return _worker(argv[1])
     parser = build_parser()
+    argv, pairs = take_parameters(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse already printed the message
         return int(exc.code or 0)
     try:
         params: dict[str, Any] = {}
-        for pname, text in args.parameter:
-            if not pname.isidentifier():
-                raise UsageError(f"parameter name is not a Python identifier: {pname!r}")
-            params[pname] = parse_value(text)
+        for pname, text in [*pairs, *args.parameter]:
+            params[pname] = parse_parameter(pname, text)
         notebooks = discover(args.paths)
         if not notebooks:
             raise UsageError("no notebooks found in " + (" ".join(args.paths) or "the defaults"))
