@@ -99,6 +99,50 @@ def test_labs_are_committed_without_outputs(path):
             assert not cell.outputs and cell.execution_count is None
 
 
+MAX_CODE_LINES = 30
+# nbval's comment markers (# NBVAL_CHECK_OUTPUT, ...): nbval strips the leading #s of a line.
+NBVAL_COMMENT = re.compile(r"^\s*#+\s*(NBVAL|PYTEST_VALIDATE)_[A-Z_]+\s*$", re.M)
+ALL_NOTEBOOKS = TUTORIALS + SOLUTIONS + STUDENT_LABS
+
+
+def notebook_id(path):
+    return path.relative_to(ROOT).as_posix()
+
+
+def code_cells(path):
+    return [c for c in load(path).cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=notebook_id)
+def test_code_cells_are_short(path):
+    """A learner reads a code cell at a glance: split long ones, with prose in between."""
+    long = [
+        f"code cell {i} ({len(c.source.splitlines())} lines): {c.source.splitlines()[0][:60]!r}"
+        for i, c in enumerate(code_cells(path), 1)
+        if len(c.source.splitlines()) > MAX_CODE_LINES
+    ]
+    assert not long, f"code cells longer than {MAX_CODE_LINES} lines: " + "; ".join(long)
+
+
+@pytest.mark.parametrize("path", ALL_NOTEBOOKS, ids=notebook_id)
+def test_nbval_markers_are_tags_not_comments(path):
+    """nbval reads its markers from cell tags too; a tag keeps the code free of test plumbing."""
+    marked = [i for i, c in enumerate(code_cells(path), 1) if NBVAL_COMMENT.search(c.source)]
+    assert not marked, (
+        f"code cells {marked} carry an nbval comment: delete the comment and give the cell "
+        "the matching tag instead (e.g. nbval-check-output)"
+    )
+
+
+def test_nbval_comment_pattern_matches_what_nbval_reads():
+    from nbval.plugin import comment_markers, metadata_tags
+
+    for marker in comment_markers:
+        assert NBVAL_COMMENT.search(f"x = 1\n  ## {marker}\n"), marker
+    assert not NBVAL_COMMENT.search('print("# NBVAL_CHECK_OUTPUT")')
+    assert "nbval-check-output" in metadata_tags
+
+
 def test_navigation_and_contents_are_up_to_date():
     proc = subprocess.run(
         [sys.executable, "tools/contents.py", "--check"],
