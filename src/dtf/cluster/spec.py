@@ -1,0 +1,438 @@
+"""Cluster specs: read, check and describe them, in plain Python (no TensorFlow).
+
+A spec names the *jobs* of a cluster and the address of each *task* of each job, as
+TensorFlow's ``tf.train.ClusterSpec`` does. This module accepts three forms:
+
+- a dict of address lists, ``{"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}``;
+- a path to a JSON file holding such a dict, like the ``config.json`` of the *Distributed
+  Computation in TensorFlow* post (``{"host": [...], "worker": [...]}``);
+- counts per job, ``{"worker": 2, "ps": 1}``: that many tasks on this machine, on free ports
+  picked when the cluster starts (see :func:`free_ports`). Counts and lists may be mixed.
+
+Every problem is a :class:`ClusterConfigError` (a ``ValueError``) raised before anything
+starts, one message per problem, each saying what to do:
+
+- a job name TensorFlow cannot use in a device name. TensorFlow accepts any job name made of
+  a letter followed by letters, digits and ``_`` (``worker``, ``ps``, ``chief``,
+  ``evaluator``, the ``host`` of the post, ``localhost`` of ``create_local_server``), so this
+  module accepts all of them; a job is *unknown* when it is asked for (a task, ``exclude=``,
+  the server's ``--job``) but not in the spec;
+- ``chief`` or ``evaluator`` with more than one task (TensorFlow's distribution strategies
+  allow at most one of each);
+- a spec with no ``worker`` job (every cluster of the course has workers; a near miss such
+  as ``wroker`` is named in the message);
+- a job with no task, a task count that is not a whole number from 1 to :data:`MAX_COUNT`;
+- an address that is not ``host:port``, a port that is not a whole number from 1 to 65535;
+- the same address twice;
+- a task index out of range (``worker/2`` in a two-worker job);
+- an empty file, a file that is not valid JSON (the message names the file and the line and
+  column of the error), JSON that is not an object of jobs.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import ipaddress
+import json
+import os
+import re
+import socket
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import NamedTuple
+
+from dtf._util import whole_number
+
+#: TensorFlow's syntax for a job name (``DeviceNameUtils``: a letter, then letters, digits, _).
+JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+#: Jobs that TensorFlow's distribution strategies allow at most one task of.
+SINGLE_TASK_JOBS = ("chief", "evaluator")
+#: The one job every spec must have.
+REQUIRED_JOB = "worker"
+#: Most tasks a count may ask for: each idle TensorFlow server takes ~0.75 GB of memory.
+MAX_COUNT = 32
+#: The host of tasks given as counts: loopback, so nothing outside this machine reaches them.
+DEFAULT_HOST = "127.0.0.1"
+
+_TASK = re.compile(r"^(?P<job>[^/:\s]+)\s*[/:]\s*(?P<index>[^/:\s]+)$")
+_DEVICE_TASK = re.compile(r"^/job:(?P<job>[^/]+)(?:/replica:0)?/task:(?P<index>[^/]+)(?:/.*)?$")
+
+
+class ClusterError(RuntimeError):
+    """A cluster could not start, or one of its tasks failed."""
+
+
+class ClusterConfigError(ValueError):
+    """A cluster spec (or a task of it) is wrong; raised before anything starts."""
+
+
+class PortInUseError(ClusterError):
+    """The port of a task is taken by another process on this machine."""
+
+    def __init__(self, task: Task, port: int, detail: str = ""):
+        self.task, self.port = task, port
+        tail = f" ({detail})" if detail else ""
+        super().__init__(
+            f"port {port} of task {task} is in use{tail}: another process on this machine "
+            "listens on it (a TensorFlow server listens on every interface, so any address "
+            "with that port counts). Stop that process, or give the task another port."
+        )
+
+
+class Task(NamedTuple):
+    """One task of a cluster: ``Task("worker", 1)``, printed ``worker/1``."""
+
+    job: str
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.job}/{self.index}"
+
+    @property
+    def device(self) -> str:
+        """The device-name prefix of the task, ``/job:worker/task:1``."""
+        return f"/job:{self.job}/task:{self.index}"
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def load(spec) -> dict[str, list[str | None]]:
+    """Check ``spec`` and return it as ``{job: [address or None, ...]}``.
+
+    ``None`` stands for a task given as a count: its port is picked when the cluster starts.
+    ``spec`` is a dict (of lists or counts), a ``tf.train.ClusterSpec``, or a path (``str``
+    or ``os.PathLike``) to a JSON file. Raises :class:`ClusterConfigError`.
+    """
+    if isinstance(spec, (str, os.PathLike)):
+        return normalize(read_json(spec), source=str(spec))
+    if hasattr(spec, "as_dict") and callable(spec.as_dict):  # tf.train.ClusterSpec
+        return normalize(spec.as_dict(), source="the ClusterSpec")
+    return normalize(spec)
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    """The JSON object in the file ``path``; the error names the file and the position."""
+    path = Path(path)
+    text = path.read_text(encoding="utf-8") if path.is_file() else None
+    if text is None:
+        hint = ""
+        if str(path).lstrip().startswith("{"):
+            hint = " It looks like JSON text: pass json.loads(text) (a dict) instead."
+        raise ClusterConfigError(f"cluster file {str(path)!r} does not exist.{hint}")
+    return parse_json(text, source=f"cluster file {str(path)!r}")
+
+
+def parse_json(text: str, source: str = "the cluster JSON") -> dict:
+    """The JSON object in ``text``; errors name ``source`` and the line and column."""
+    if not text.strip():
+        raise ClusterConfigError(
+            f"{source} is empty: write one JSON object of jobs, e.g. "
+            '{"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}.'
+        )
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterConfigError(
+            f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
+        ) from None
+    if not isinstance(value, dict):
+        raise ClusterConfigError(
+            f"{source} must hold one JSON object of jobs, e.g. "
+            f'{{"worker": ["127.0.0.1:2222"]}}, not a {type(value).__name__}.'
+        )
+    return value
+
+
+def normalize(spec, source: str = "the cluster spec") -> dict[str, list[str | None]]:
+    """Check a dict spec (see :func:`load`) and return ``{job: [address or None, ...]}``."""
+    if not isinstance(spec, Mapping):
+        raise ClusterConfigError(
+            f"{source} must be a dict of jobs, a JSON file path or a tf.train.ClusterSpec, "
+            f"not {type(spec).__name__}: e.g. {{'worker': 2}} or "
+            "{'worker': ['127.0.0.1:2222', '127.0.0.1:2223']}."
+        )
+    if not spec:
+        raise ClusterConfigError(
+            f"{source} is empty: give at least one worker, e.g. {{'worker': 2}}."
+        )
+    jobs: dict[str, list[str | None]] = {}
+    for job, tasks in spec.items():
+        _check_job_name(job, source)
+        jobs[job] = _tasks_of(job, tasks, source)
+    if REQUIRED_JOB not in jobs:
+        near = difflib.get_close_matches(REQUIRED_JOB, list(jobs), n=1, cutoff=0.6)
+        hint = f" Did you mean 'worker' instead of {near[0]!r}?" if near else ""
+        raise ClusterConfigError(
+            f"{source} has no 'worker' job (its jobs: {', '.join(jobs)}); every cluster of the "
+            f"course runs its computation on workers: add e.g. 'worker': 2.{hint}"
+        )
+    for job in SINGLE_TASK_JOBS:
+        if job in jobs and len(jobs[job]) > 1:
+            raise ClusterConfigError(
+                f"job {job!r} has {len(jobs[job])} tasks in {source}; TensorFlow's distribution "
+                f"strategies allow at most one {job} task. Use one, or name the others 'worker'."
+            )
+    _check_duplicates(jobs, source)
+    return jobs
+
+
+def _check_job_name(job, source: str) -> None:
+    if not isinstance(job, str) or not JOB_NAME.fullmatch(job):
+        raise ClusterConfigError(
+            f"job name {job!r} in {source} is not valid: TensorFlow job names start with a "
+            "letter and hold only letters, digits and '_' (e.g. 'worker', 'ps', 'host')."
+        )
+
+
+def _tasks_of(job: str, tasks, source: str) -> list[str | None]:
+    if isinstance(tasks, (str, bytes)):
+        raise ClusterConfigError(
+            f"job {job!r} in {source} must be a list of 'host:port' addresses or a number of "
+            f"tasks, not one string: write [{tasks!r}]."
+        )
+    if isinstance(tasks, Mapping):
+        raise ClusterConfigError(
+            f"job {job!r} in {source} is given as a dict of task indices; give a list of "
+            "addresses instead (task i is the i-th address), or a number of tasks."
+        )
+    if isinstance(tasks, Iterable):
+        addresses = list(tasks)
+        if not addresses:
+            raise ClusterConfigError(
+                f"job {job!r} in {source} has no task: give at least one address, or leave "
+                "the job out."
+            )
+        for index, address in enumerate(addresses):
+            split_address(address, Task(job, index))
+        return [str(a).strip() for a in addresses]
+    try:
+        count = whole_number(f"the number of tasks of job {job!r}", tasks, minimum=1)
+    except (TypeError, ValueError) as exc:
+        raise ClusterConfigError(
+            f"{exc} In {source}, give a job a number of tasks or a list of 'host:port' addresses."
+        ) from None
+    if count > MAX_COUNT:
+        raise ClusterConfigError(
+            f"job {job!r} in {source} asks for {count} tasks on this machine; at most "
+            f"{MAX_COUNT} are allowed (each TensorFlow server takes ~0.75 GB of memory)."
+        )
+    return [None] * count
+
+
+def split_address(address, task: Task | str = "") -> tuple[str, int]:
+    """``"127.0.0.1:2222"`` -> ``("127.0.0.1", 2222)``; ``"[::1]:2222"`` -> ``("::1", 2222)``."""
+    who = f" of task {task}" if task != "" else ""
+    if not isinstance(address, str):
+        raise ClusterConfigError(f"address{who} must be a 'host:port' string, got {address!r}.")
+    text = address.strip()
+    host, sep, port_text = text.rpartition(":")
+    if text.startswith("["):  # [IPv6]:port
+        host = host[1:-1] if host.endswith("]") else ""
+    if not sep or not host or (":" in host and not text.startswith("[")):
+        raise ClusterConfigError(
+            f"address {address!r}{who} is not 'host:port' (e.g. '127.0.0.1:2222'; an IPv6 "
+            "host goes in brackets: '[::1]:2222')."
+        )
+    if not port_text.isdigit() or not port_text.isascii():
+        raise ClusterConfigError(
+            f"port {port_text!r} in address {address!r}{who} is not a whole number: ports "
+            "are whole numbers from 1 to 65535."
+        )
+    port = int(port_text)
+    if not 1 <= port <= 65535:
+        raise ClusterConfigError(
+            f"port {port} in address {address!r}{who} is out of range: ports are whole "
+            "numbers from 1 to 65535."
+        )
+    return host, port
+
+
+def _address_key(address: str) -> tuple[str, int]:
+    host, port = split_address(address)
+    host = host.lower()
+    try:
+        host = str(ipaddress.ip_address(host))
+    except ValueError:
+        pass
+    return host, port
+
+
+def _check_duplicates(jobs: Mapping[str, list[str | None]], source: str) -> None:
+    seen: dict[tuple[str, int], Task] = {}
+    for job, addresses in jobs.items():
+        for index, address in enumerate(addresses):
+            if address is None:
+                continue
+            key = _address_key(address)
+            if key in seen:
+                raise ClusterConfigError(
+                    f"tasks {seen[key]} and {Task(job, index)} have the same address "
+                    f"{address!r} in {source}; every task needs its own address "
+                    "(on one machine: its own port)."
+                )
+            seen[key] = Task(job, index)
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+def parse_task(task, jobs: Mapping[str, list]) -> Task:
+    """``task`` as a :class:`Task` of ``jobs``; accepts ``Task``, ``("worker", 1)``,
+    ``"worker/1"``, ``"worker:1"`` and ``"/job:worker/task:1"``.
+
+    Raises :class:`ClusterConfigError` for a job that is not in ``jobs`` (unknown job) and
+    for an index out of range.
+    """
+    if isinstance(task, str):
+        match = _DEVICE_TASK.match(task.strip()) or _TASK.match(task.strip())
+        if not match:
+            raise ClusterConfigError(
+                f"task {task!r} is not a task name: write 'worker/1', ('worker', 1) or "
+                "'/job:worker/task:1'."
+            )
+        job, index_text = match["job"], match["index"]
+        if not index_text.isdigit():
+            raise ClusterConfigError(
+                f"task index {index_text!r} in {task!r} is not a whole number."
+            )
+        index = int(index_text)
+    elif isinstance(task, tuple) and len(task) == 2:
+        job, index = task
+        try:
+            index = whole_number(f"the task index of {task!r}", index, minimum=0)
+        except (TypeError, ValueError) as exc:
+            raise ClusterConfigError(str(exc)) from None
+    else:
+        raise ClusterConfigError(
+            f"task {task!r} is not a task name: write 'worker/1', ('worker', 1) or "
+            "'/job:worker/task:1'."
+        )
+    check_job(job, jobs)
+    count = len(jobs[job])
+    if index >= count:
+        raise ClusterConfigError(
+            f"task index {index} is out of range for job {job!r}, which has {count} "
+            f"task{'s' if count != 1 else ''} (indices 0 to {count - 1})."
+        )
+    return Task(job, index)
+
+
+def check_job(job, jobs: Mapping[str, list]) -> str:
+    """``job`` if it is a job of ``jobs``; else a :class:`ClusterConfigError` naming the jobs."""
+    if not isinstance(job, str) or job not in jobs:
+        near = difflib.get_close_matches(str(job), list(jobs), n=1, cutoff=0.6)
+        hint = f" Did you mean {near[0]!r}?" if near else ""
+        raise ClusterConfigError(
+            f"unknown job {job!r}: the cluster's jobs are {', '.join(map(repr, jobs))}.{hint}"
+        )
+    return job
+
+
+def all_tasks(jobs: Mapping[str, list]) -> list[Task]:
+    """Every task of ``jobs``, job by job, in index order."""
+    return [Task(job, i) for job, addresses in jobs.items() for i in range(len(addresses))]
+
+
+def select_tasks(items, jobs: Mapping[str, list]) -> set[Task]:
+    """Tasks named by ``items``: each a task (see :func:`parse_task`) or a whole job name."""
+    if items is None:
+        return set()
+    if isinstance(items, (str, Task)) or (
+        isinstance(items, tuple) and len(items) == 2 and isinstance(items[1], int)
+    ):
+        items = [items]
+    chosen: set[Task] = set()
+    for item in items:
+        if isinstance(item, str) and JOB_NAME.fullmatch(item.strip()):
+            job = check_job(item.strip(), jobs)
+            chosen.update(Task(job, i) for i in range(len(jobs[job])))
+        else:
+            chosen.add(parse_task(item, jobs))
+    return chosen
+
+
+def tf_config(jobs: Mapping[str, list[str]], task: Task) -> str:
+    """The ``TF_CONFIG`` JSON of ``task``: ``{"cluster": {...}, "task": {"type", "index"}}``."""
+    return json.dumps(
+        {
+            "cluster": {j: list(a) for j, a in jobs.items()},
+            "task": {"type": task.job, "index": task.index},
+        }
+    )
+
+
+# --------------------------------------------------------------------------- this machine
+
+
+def is_local_host(host: str) -> bool:
+    """Whether ``host`` names this machine: ``localhost``, this machine's host name, a
+    loopback address, or an IP address of one of its interfaces (tested by binding to it,
+    so no name lookup can hang)."""
+    name = host.strip().strip("[]").lower()
+    if name in ("localhost", "localhost.localdomain", socket.gethostname().lower()):
+        return True
+    try:
+        ip = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    if ip.is_loopback:
+        return True
+    family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(ip), 0))
+    except OSError:
+        return False
+    return True
+
+
+def port_in_use(port: int) -> bool:
+    """Whether a TensorFlow server could not bind ``port`` now.
+
+    A TensorFlow server listens on every interface (``[::]`` or ``0.0.0.0``) with
+    ``SO_REUSEADDR``, so a port is in use when anything listens on it at any address;
+    connections in ``TIME_WAIT`` from an earlier server do not count.
+    """
+    port = whole_number("port", port, minimum=1, maximum=65535)
+    tried = False
+    for family, any_address in ((socket.AF_INET, "0.0.0.0"), (socket.AF_INET6, "::")):
+        try:
+            probe = socket.socket(family, socket.SOCK_STREAM)
+        except OSError:
+            continue
+        with probe:
+            if os.name == "posix":  # on Windows SO_REUSEADDR would allow stealing the port
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((any_address, port))
+                tried = True
+            except OSError as exc:
+                if exc.errno in (errno.EADDRINUSE, getattr(errno, "WSAEADDRINUSE", -1)) or (
+                    os.name == "nt" and exc.errno == errno.EACCES
+                ):
+                    return True
+                # EADDRNOTAVAIL / EAFNOSUPPORT: no IPv6 here; the other family decides.
+    return not tried
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different ports that are free on every interface right now.
+
+    The operating system picks them (binding to port 0), so two clusters started at the same
+    time almost never get the same port; the short window between picking and the server
+    binding the port is closed by :class:`~dtf.cluster.LocalCluster`, which picks new ports
+    and starts again when a server finds its port taken.
+    """
+    count = whole_number("count", count, minimum=0)
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(s)
+            s.bind(("0.0.0.0", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
