@@ -216,7 +216,7 @@ verdict = checks.lab01.task3(place_ops, setup)
 """
 
 
-def place(mm: str = "D[1]", add: str = "D[0]", table: str = "log.table") -> str:
+def place(mm: str = "D[-1]", add: str = "D[0]", table: str = "log.table") -> str:
     return PLACE.format(mm=mm, add=add, table=table)
 
 
@@ -297,9 +297,14 @@ def test_task3_missing(tf_worker) -> None:
     assert tf_worker.run(code).status == "not attempted"
 
 
-def test_task3_needs_two_devices(tf_worker) -> None:
-    outcome = tf_worker.run("verdict = checks.lab01.task3(lambda a, b, bias: None, D[:1])")
-    assert outcome.status == "wrong" and "needs at least 2 devices" in outcome.message
+def test_task3_with_one_device_both_ops_belong_on_it(tf_worker) -> None:
+    """NUM_DEVICES = 1: the last device is the first, so both ops go there."""
+    one = tf_worker.run(place(mm="D[0]").replace("setup)", "D[:1])"))
+    assert one.status == "correct", one.message
+    assert one.message == "Task 3: correct. MatMul ran on CPU:0 and the addition on CPU:0."
+    moved = tf_worker.run(place(mm="D[1]").replace("setup)", "D[:1])"))
+    assert moved.status == "wrong"
+    assert "for the device of MatMul: expected 'CPU:0', got 'CPU:1'" in moved.message
 
 
 # --------------------------------------------------------------------------- task 4

@@ -1,0 +1,74 @@
+"""Every tutorial and lab solution runs to the end for device counts other than its default.
+
+The course promises that a notebook runs unchanged on 1 to 8 devices. Each notebook that has
+a ``NUM_DEVICES`` parameter is run headless by the course's own runner
+(``tools/run_notebooks.py``, as ``make run ARGS="-p NUM_DEVICES n"`` does) with each count in
+:data:`COUNTS` other than its default: 1 (no second device at all), 3 (odd: a batch derived
+the wrong way does not divide) and 8 (the most the course supports). One test module per count
+(``tests/test_device_counts_N.py``) so that ``pytest -n 2 --dist loadfile`` spreads them over
+the workers. :data:`CHEAP` shortens timing loops, which do not depend on the count; every
+result the notebooks assert (accuracy, equal weights, placements) is still computed in full.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+
+COUNTS = (1, 3, 8)
+#: Parameters that only set how long a timing loop runs (applied where a notebook declares them).
+CHEAP = {"TIMING_STEPS": 10}
+RUN_TIMEOUT_S = 240
+
+
+def parameters(path: Path) -> dict:
+    """The literal assignments of the notebook's ``parameters`` cell."""
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    if not cells:
+        return {}
+    found = {}
+    for node in ast.parse(cells[0].source).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            try:
+                found[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return found
+
+
+def notebooks() -> list[Path]:
+    """Tutorials and lab solutions that have a NUM_DEVICES parameter, in run order."""
+    paths = sorted(ROOT.glob("notebooks/*.ipynb")) + sorted(ROOT.glob("labs/solutions/*.ipynb"))
+    return [p for p in paths if "NUM_DEVICES" in parameters(p)]
+
+
+def cases(count: int) -> list:
+    """One pytest param per notebook whose default is not ``count``."""
+    return [
+        pytest.param(p, id=p.stem) for p in notebooks() if parameters(p)["NUM_DEVICES"] != count
+    ]
+
+
+def run_with(path: Path, count: int, tmp_path: Path) -> None:
+    """Run ``path`` with ``NUM_DEVICES = count``; fail with the runner's report if it fails."""
+    cmd = [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(path)]
+    cmd += ["-p", "NUM_DEVICES", str(count), "--timeout", str(RUN_TIMEOUT_S - 30)]
+    for name, value in CHEAP.items():
+        if name in parameters(path):
+            cmd += ["-p", name, str(value)]
+    cmd += ["--output-dir", str(tmp_path / "out"), "--report-dir", str(tmp_path)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT_S)
+    report = tmp_path / "report.json"
+    rows = json.loads(report.read_text(encoding="utf-8"))["results"] if report.exists() else []
+    assert proc.returncode == 0 and [r["status"] for r in rows] == ["passed"], (
+        f"{path.relative_to(ROOT)} with NUM_DEVICES={count}:\n{proc.stdout}\n{proc.stderr}"
+    )
