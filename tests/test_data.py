@@ -23,8 +23,9 @@ import pytest
 
 from dtf import data
 from dtf.data import NAMES, Dataset, DatasetUnavailableError, cache_paths, load
+from tests.conftest import ROOT
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = ROOT / "src"
 N_TRAIN, N_TEST = 12, 6
 N_DIGITS = 1797
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import unicodedata
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,9 @@ from dtf.masking import (
     pci_key,
     visible_mapping,
 )
+from tests.conftest import ROOT
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = ROOT / "src"
 
 # The two-GPU machine of the Distributed TensorFlow and Parallel Processing notes, with a
 # speed ranking we supply.

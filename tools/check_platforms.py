@@ -29,9 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from nbtools import REPO_ROOT as ROOT
 from packaging.specifiers import SpecifierSet
-
-ROOT = Path(__file__).resolve().parent.parent
 
 # The README's reasons, word for word (tests/test_check_platforms.py checks README.md has them).
 INTEL_MAC = "TensorFlow has no macOS x86-64 (Intel Mac) wheel after 2.16, and the course needs 2.21"

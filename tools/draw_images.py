@@ -30,10 +30,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from nbtools import REPO_ROOT as ROOT  # noqa: E402  (also puts src/ on the path if needed)
 
 from dtf import masking  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 IMAGES = ROOT / "images"
 DPI = 100
 STYLE = {
