@@ -192,6 +192,9 @@ def error(fn):
 stages = parallel.build_stages(SIZES, names, seed=3)
 r["stages"] = [[list(s.layer_indices), placement.short_device(s.device)] for s in stages]
 r["variable_devices"] = [[parallel.variable_device(v) for v in s.variables] for s in stages]
+with tf.device(names[2]):
+    plain = tf.Variable(1.0)  # a tf.Variable, whose .value is a method
+r["plain_variable_device"] = parallel.variable_device(plain)
 r["stage_bytes"] = parallel.parameter_bytes(stages)
 r["moved"] = parallel.activation_bytes_per_step(stages, 8)
 r["moved_one_device"] = parallel.activation_bytes_per_step(
@@ -295,6 +298,7 @@ def test_stages_hold_their_layers_on_their_devices(result):
     assert result["stages"] == [[[0, 1], "CPU:0"], [[2], "CPU:1"], [[3], "CPU:2"]]
     assert result["variable_devices"] == [["CPU:0"] * 4, ["CPU:1"] * 2, ["CPU:2"] * 2]
     assert result["cycled"] == ["CPU:0", "CPU:1", "CPU:0", "CPU:1"]
+    assert result["plain_variable_device"] == "CPU:2"  # a tf.Variable as much as a Keras one
 
 
 def test_parameter_bytes_by_hand(result):

@@ -214,10 +214,13 @@ def _boundary_bytes(widths: Sequence[int], batch: int) -> int:
 
 
 def variable_device(variable) -> str:
-    """Where a variable lives, short form (``CPU:1``). A Keras 3 variable wraps a
-    ``tf.Variable`` (its ``.value``); that one has the ``.device``."""
-    inner = getattr(variable, "value", variable)
-    return short_device(getattr(inner, "device", ""))
+    """Where a variable lives, short form (``CPU:1``). A ``tf.Variable`` has a ``.device``
+    (its ``.value`` is a method); a Keras 3 variable has none, but wraps a ``tf.Variable``,
+    its ``.value``, which has one."""
+    device = getattr(variable, "device", None)
+    if not isinstance(device, str):
+        device = getattr(getattr(variable, "value", None), "device", "")
+    return short_device(device if isinstance(device, str) else "")
 
 
 def initial_weights(layer_sizes: Sequence[int], seed: int = 0) -> list[tuple]:

@@ -41,7 +41,7 @@ two digits). Everything here imports TensorFlow lazily, inside the checkers that
 
 from __future__ import annotations
 
-from dtf.checks import lab01, lab02
+from dtf.checks import lab01, lab02, lab03
 from dtf.checks.core import (
     CORRECT,
     NOT_ATTEMPTED,
@@ -81,6 +81,7 @@ __all__ = [
     "known_labs",
     "lab01",
     "lab02",
+    "lab03",
     "reset",
     "short",
     "summary",

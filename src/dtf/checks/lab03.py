@@ -1,0 +1,568 @@
+"""Checkers of Lab 03 · Parallelism and memory (``labs/03_parallelism_memory_lab.ipynb``).
+
+1. :func:`task1`: two Keras layers on two devices (variables and MatMuls), proven by the
+   placement log;
+2. :func:`task2`: the parameter bytes each device holds for a layout of layers on devices,
+   compared with the variables TensorFlow really creates;
+3. :func:`task3`: which memory-configuration calls of a script raise, which exception and why,
+   compared with what a fresh TensorFlow process really does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from dtf._util import first_line
+from dtf.checks.core import (
+    Wrong,
+    call,
+    call_function,
+    device_names,
+    devices_of,
+    expect_close,
+    expected_got,
+    placement_table,
+    short,
+    task,
+)
+from dtf.parallel import variable_device
+from dtf.placement import short_device
+
+LAB = "lab03"
+
+# --------------------------------------------------------------------------- task 1
+
+#: Task 1: the input batch (examples × features, like the digits) and the two layers' widths.
+BATCH, FEATURES, HIDDEN, CLASSES = 16, 64, 32, 10
+
+
+def device_pair(setup: Any) -> list[str]:
+    """The two devices of task 1: the first two of ``setup``, or its only device twice."""
+    names = device_names(setup)
+    if not names:
+        raise ValueError("the setup has no devices")
+    return names[:2] if len(names) >= 2 else [names[0], names[0]]
+
+
+def _inputs() -> np.ndarray:
+    return np.random.default_rng(3).normal(size=(BATCH, FEATURES)).astype(np.float32)
+
+
+def _layers_of(value: Any) -> list:
+    """The two layers the learner returned: a list of layers, or a Keras model of them."""
+    if hasattr(value, "layers") and not isinstance(value, (list, tuple)):
+        value = [layer for layer in value.layers if layer.weights]
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        raise Wrong(
+            f"expected the 2 layers, [layer 0, layer 1], got {short(value)}",
+            "return the list of your two Dense layers first: return [hidden, output], logits, "
+            "log.table",
+        )
+    for i, layer in enumerate(value):
+        if not hasattr(layer, "trainable_variables") or not callable(layer):
+            raise Wrong(f"layer {i} is not a Keras layer: {short(layer)}")
+    return list(value)
+
+
+def _variable_kind(layer: Any, variable: Any) -> str:
+    for kind in ("kernel", "bias"):
+        if getattr(layer, kind, None) is variable:
+            return kind
+    return f"variable {getattr(variable, 'name', '?')}"
+
+
+def _check_variables(layers: list, wanted: list[str]) -> None:
+    for i, (layer, device) in enumerate(zip(layers, wanted, strict=True)):
+        variables = list(layer.trainable_variables)
+        if not variables:
+            raise Wrong(
+                f"layer {i} has no variables yet",
+                f"build layer {i} inside `with tf.device(devices[{i}]):`, by calling it there "
+                "for the first time (or with layer.build(input_shape))",
+            )
+        for v in variables:
+            where = variable_device(v)
+            if where != device:
+                kind = _variable_kind(layer, v)
+                raise Wrong(
+                    expected_got(device, where, f"the device of layer {i}'s {kind}"),
+                    "a variable lives, for its whole life, on the device that was in scope "
+                    f"when it was created: create layer {i}'s variables inside "
+                    f"`with tf.device(devices[{i}]):`, by calling the layer there for the "
+                    "first time. A model built before (keras.Sequential with an Input, or an "
+                    "earlier call) keeps its weights where they are, whatever scope calls it",
+                )
+
+
+def _check_matmuls(table: Any, wanted: list[str]) -> list[str]:
+    table = placement_table(table)
+    eager = table[table["source"] == "eager"]
+    ran = devices_of(eager, ["MatMul"]) or devices_of(table, ["MatMul"])
+    if not ran:
+        raise Wrong(
+            "your placement table has no MatMul",
+            "call both layers inside the `with placement.capture() as log:` block, and "
+            "return log.table after the block",
+        )
+    order = list(dict.fromkeys(wanted))
+    if ran == order:
+        return ran
+    if len(order) == 2 and ran == order[:1]:
+        raise Wrong(
+            f"the MatMuls ran on {order[0]} only, although layer 1's weights live on "
+            f"{order[1]}: they were copied to {order[0]} for the multiplication",
+            "a layer runs where it is called, not where its weights live: call layer 1 "
+            "inside `with tf.device(devices[1]):` too",
+        )
+    raise Wrong(
+        expected_got(", ".join(order), ", ".join(ran), "the devices of the MatMuls, in order"),
+        "call layer 0 inside `with tf.device(devices[0]):` and layer 1 inside "
+        "`with tf.device(devices[1]):`",
+    )
+
+
+@task(LAB, 1)
+def task1(answer: Any, setup: Any) -> str:
+    """``place_model(x, devices) -> (layers, logits, placement table)``: a hidden Dense layer
+    whose variables live on ``devices[0]`` and an output layer whose variables live on
+    ``devices[1]`` (:func:`device_pair`), ``x`` run through both, and the placement log of
+    that run. Checked: the devices of the layers' real variables, the logits (those of the two
+    layers applied in order), and that the log shows layer 0's MatMul on ``devices[0]`` and
+    layer 1's on ``devices[1]``. Hand-made layers (callables with ``trainable_variables``,
+    e.g. a ``tf.Module``) are accepted too, and so is a Keras model of the two layers."""
+    import tensorflow as tf
+
+    pair = device_pair(setup)
+    wanted = [short_device(d) for d in pair]
+    x = tf.constant(_inputs())
+    got = call_function(answer, x, list(pair))
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
+        raise Wrong(
+            f"expected a triple (layers, logits, placement table), got {short(got)}",
+            "return [hidden, output], logits, log.table",
+        )
+    layers, logits, table = got
+    layers = _layers_of(layers)
+    _check_variables(layers, wanted)
+    h = x
+    for layer, device in zip(layers, pair, strict=True):
+        with tf.device(device):
+            h = layer(h)
+    expect_close(
+        h,
+        logits,
+        what="the logits",
+        atol=1e-5,
+        rtol=1e-5,
+        hint="return the output of layer 1 applied to the output of layer 0 applied to x "
+        f"(shape ({BATCH}, {CLASSES}): no softmax)",
+    )
+    ran = _check_matmuls(table, wanted)
+    if wanted[0] == wanted[1]:
+        return (
+            f"both layers' variables and MatMuls are on {wanted[0]}, the only device here "
+            "(with NUM_DEVICES >= 2 they would be on two)"
+        )
+    return (
+        f"layer 0's variables live on {wanted[0]} and layer 1's on {wanted[1]}; "
+        f"the placement log shows their MatMuls on {', '.join(ran)}"
+    )
+
+
+# --------------------------------------------------------------------------- task 2
+
+#: Task 2: the network of notebook 04 (digits in, three hidden layers of 256, 10 classes out).
+LAYER_SIZES = (64, 256, 256, 256, 10)
+#: Task 2: layouts of a machine with 4 GPUs that the learner's function is checked on too:
+#: layers taking turns, one layer alone, an uneven cut.
+OTHER_LAYOUTS = (
+    ((784, 512, 512, 10), ("/device:GPU:0", "/device:GPU:1", "/device:GPU:0")),
+    ((32, 8), ("/device:GPU:3",)),
+    ((100, 64, 64, 64, 64, 2), tuple(f"/device:GPU:{k}" for k in (0, 0, 1, 1, 2))),
+)
+_BYTES = 4  # float32
+
+
+def layout(setup: Any, layer_sizes: Sequence[int] = LAYER_SIZES) -> list[str]:
+    """The device of each layer when the layers are cut into ``min(layers, devices)``
+    contiguous stages, stage ``k`` on device ``k`` (as notebook 04's
+    :func:`dtf.parallel.build_stages` does)."""
+    from dtf import parallel
+
+    names = device_names(setup)
+    num_layers = len(layer_sizes) - 1
+    groups = parallel.layer_groups(num_layers, min(num_layers, len(names)))
+    return [names[k] for k, group in enumerate(groups) for _ in group]
+
+
+def _measured_bytes(
+    layer_sizes: Sequence[int], layer_devices: Sequence[str], build_on: str | None
+) -> dict[str, int]:
+    """Bytes of the variables TensorFlow creates for each device: the layers built on their
+    own devices (``build_on=None``), or each built on ``build_on`` and counted for the
+    device the layout names (for devices this machine does not have)."""
+    from dtf import parallel
+
+    num_layers = len(layer_sizes) - 1
+    if build_on is None:
+        stages = parallel.build_stages(layer_sizes, list(layer_devices), num_stages=num_layers)
+        return parallel.parameter_bytes(stages)
+    stages = parallel.build_stages(layer_sizes, [build_on], num_stages=num_layers)
+    out: dict[str, int] = {}
+    for stage, device in zip(stages, layer_devices, strict=True):
+        key = short_device(device)
+        out[key] = out.get(key, 0) + sum(parallel.parameter_bytes([stage]).values())
+    return out
+
+
+def _per_device(layer_sizes, layer_devices, per_layer) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n_in, n_out, device in zip(layer_sizes[:-1], layer_sizes[1:], layer_devices, strict=True):
+        key = short_device(device)
+        out[key] = out.get(key, 0) + per_layer(n_in, n_out)
+    return out
+
+
+def _normalised(got: Any, what: str) -> dict[str, int]:
+    """``{short device name: bytes}`` without zero entries, or a :class:`Wrong`."""
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"for {what}: expected a dict {{device: bytes}}, got {short(got)}",
+            "return one entry per device, e.g. {'/device:CPU:0': 66560, ...}",
+        )
+    out: dict[str, int] = {}
+    for key, value in got.items():
+        number = value.item() if isinstance(value, np.generic) else value
+        if isinstance(number, float) and number.is_integer():
+            number = int(number)
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise Wrong(
+                f"for {what}: expected a whole number of bytes for {key!r}, got {short(value)}",
+                "bytes are whole numbers: 4 per float32 parameter",
+            )
+        name = short_device(str(key))
+        out[name] = out.get(name, 0) + number
+    return {k: v for k, v in out.items() if v != 0}
+
+
+def _bytes_hint(got: dict, layer_sizes, layer_devices) -> str:
+    """The hint for a wrong dict: the usual slips are recognised by recomputing them."""
+    devices_used = {short_device(d) for d in layer_devices}
+    total = sum(_per_device(layer_sizes, layer_devices, lambda i, o: (i * o + o) * _BYTES).values())
+    slips = [
+        (
+            _per_device(layer_sizes, layer_devices, lambda i, o: i * o + o),
+            "those are numbers of parameters: a float32 parameter takes 4 bytes",
+        ),
+        (
+            _per_device(layer_sizes, layer_devices, lambda i, o: i * o * _BYTES),
+            "a Dense layer also has a bias, one number per output unit: "
+            "n_in * n_out + n_out parameters",
+        ),
+        (
+            _per_device(layer_sizes, layer_devices, lambda i, o: i * o),
+            "count the biases too (n_in * n_out + n_out parameters) and 4 bytes per parameter",
+        ),
+        (
+            _per_device(layer_sizes, layer_devices, lambda i, o: (i * o + i) * _BYTES),
+            "a layer's bias has one number per *output* unit: n_in * n_out + n_out",
+        ),
+        (
+            {d: total for d in devices_used},
+            "that is the whole model on every device, as in data parallelism; here each "
+            "device holds only the layers the layout puts on it",
+        ),
+    ]
+    for wrong, hint in slips:
+        if got == wrong:
+            return hint
+    return (
+        "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs: "
+        "(n_in * n_out + n_out) * 4 bytes, added to the entry of layer_devices[i]"
+    )
+
+
+def _describe(layer_sizes, layer_devices) -> str:
+    sizes = "→".join(str(s) for s in layer_sizes)
+    return f"layers {sizes} on {', '.join(short_device(d) for d in layer_devices)}"
+
+
+@task(LAB, 2)
+def task2(answer: Any, setup: Any) -> str:
+    """``parameter_bytes(layer_sizes, layer_devices) -> {device: bytes}``: the bytes of the
+    float32 weights and biases each device holds when Dense layer ``i`` (``layer_sizes[i]``
+    inputs, ``layer_sizes[i + 1]`` outputs) lives on ``layer_devices[i]``. Checked on this
+    machine's layout of :data:`LAYER_SIZES` against the variables TensorFlow creates on these
+    devices (:func:`dtf.parallel.build_stages`, :func:`dtf.parallel.parameter_bytes`), and on
+    :data:`OTHER_LAYOUTS` of a 4-GPU machine against the variables of the same layers built
+    here. Device names may be given in full or short (``CPU:1``); zero entries may be left
+    out."""
+    names = device_names(setup)
+    here = layout(names)
+    cases = [(LAYER_SIZES, here, None)] + [(s, d, names[0]) for s, d in OTHER_LAYOUTS]
+    for layer_sizes, layer_devices, build_on in cases:
+        what = _describe(layer_sizes, layer_devices)
+        got = call_function(answer, tuple(layer_sizes), list(layer_devices))
+        got = _normalised(got, what)
+        expected = _measured_bytes(layer_sizes, layer_devices, build_on)
+        if got != expected:
+            raise Wrong(
+                expected_got(expected, got, what),
+                _bytes_hint(got, layer_sizes, layer_devices),
+            )
+    mine = _measured_bytes(LAYER_SIZES, here, None)
+    device, largest = max(mine.items(), key=lambda item: item[1])  # the first of equals
+    total = sum(mine.values())
+    return (
+        f"{len(cases)} layouts match the variables TensorFlow creates; on this machine's "
+        f"layout the largest share is {largest:,} bytes on {device}, of {total:,} for the "
+        "whole model"
+    )
+
+
+# --------------------------------------------------------------------------- task 3
+
+#: Task 3: the lines that start the script (in a fresh process that sees no GPU).
+PREAMBLE = (
+    "import tensorflow as tf\n"
+    'cpu = tf.config.list_physical_devices("CPU")[0]  # listing physical devices: no init\n'
+    "LDC = tf.config.LogicalDeviceConfiguration\n"
+)
+#: Task 3: the calls, run in this order in one fresh process, each in its own try/except.
+CALLS = {
+    1: "tf.config.experimental.set_memory_growth(cpu, True)",
+    2: "tf.config.set_logical_device_configuration(cpu, [LDC(memory_limit=512)] * 2)",
+    3: "tf.config.set_logical_device_configuration(cpu, [LDC()] * 2)",
+    4: "tf.config.experimental.set_memory_growth(cpu, True)",
+    5: 'tf.config.list_logical_devices("CPU")',
+    6: "tf.config.set_logical_device_configuration(cpu, [LDC()] * 2)",
+    7: "tf.config.set_logical_device_configuration(cpu, [LDC()] * 4)",
+    8: 'tf.config.experimental.get_memory_info("CPU:0")',
+}
+#: Task 3: why a call fails, by key.
+REASONS = {
+    "gpu-only": "a GPU-only memory setting: TensorFlow neither grows nor caps the CPU's memory",
+    "split": "the device is split into logical devices, each with fixed memory: "
+    "growth cannot apply",
+    "initialised": "TensorFlow has initialised: its device layout can no longer change",
+    "no-stats": "the CPU's default allocator keeps no statistics "
+    "(TF_CPU_ALLOCATOR_USE_BFC was not set before the import)",
+}
+#: Task 3: which reason TensorFlow's message gives (a fragment of it, case-insensitive).
+MESSAGE_REASONS = (
+    ("memory growth on non-GPU", "gpu-only"),
+    ("memory limit on CPU virtual devices", "gpu-only"),
+    ("memory growth on device when virtual devices configured", "split"),
+    ("cannot be modified after being initialized", "initialised"),
+    ("allocator stats not available", "no-stats"),
+)
+#: Task 3: what to think about when a prediction for a call is wrong.
+CALL_HINTS = {
+    1: "memory growth is a setting of a GPU's memory pool; the CPU has none",
+    2: "memory_limit caps logical GPUs; logical CPUs all share the host's memory",
+    3: "splitting the CPU before TensorFlow initialises is what devices.setup does in "
+    "every Setup cell",
+    4: "once a device is split, each logical device has a fixed memory limit, so growth "
+    "cannot apply to it",
+    5: "listing logical devices raises nothing, but it initialises TensorFlow: from here "
+    "on the device layout is fixed",
+    6: "asking again for the split already in place changes nothing, so TensorFlow accepts "
+    "it even after initialisation (re-running a Setup cell with the same NUM_DEVICES is "
+    "harmless)",
+    7: "a different split after initialisation is refused: call 5 initialised TensorFlow",
+    8: "get_memory_info reads the statistics of the BFC allocator; on a CPU only "
+    "TF_CPU_ALLOCATOR_USE_BFC=true, set before the import, provides them (notebook 05)",
+}
+#: Task 3: how long the child process may take (a TensorFlow import, ~5 s on 2 cores).
+CHILD_TIMEOUT_S = 120.0
+_MARK = "DTF_LAB03_OUTCOMES "
+
+_CHILD = r"""
+import json, sys
+preamble, calls, mark = json.loads(sys.argv[1])
+namespace = {}
+exec(preamble, namespace)
+outcomes = {}
+for number, code in calls:
+    try:
+        exec(code, namespace)
+        outcomes[number] = None
+    except Exception as exc:
+        outcomes[number] = [type(exc).__name__, str(exc)]
+sys.stdout.flush()
+print(mark + json.dumps(outcomes), flush=True)
+"""
+
+
+def script(calls: Mapping[int, str] | None = None) -> str:
+    """The script of task 3 as the learner reads it: the preamble, then each numbered call."""
+    calls = CALLS if calls is None else calls
+    lines = [PREAMBLE.rstrip("\n")]
+    lines += [f"{code:<80}# call {number}" for number, code in calls.items()]
+    return "\n".join(lines)
+
+
+def _child_env() -> dict[str, str]:
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU-only process, also on a GPU machine
+    for name in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_FORCE_GPU_ALLOW_GROWTH", "PYTEST_CURRENT_TEST"):
+        env.pop(name, None)
+    return env
+
+
+def measure(calls: Mapping[int, str] | None = None) -> dict[int, tuple[str, str] | None]:
+    """Run :data:`PREAMBLE` and then ``calls`` (default :data:`CALLS`) in order, each in its
+    own try/except, in a fresh Python process that sees no GPU, and return
+    ``{call: None or (exception type, first line of its message)}``.
+
+    Raises :class:`Wrong` when the process does not finish within :data:`CHILD_TIMEOUT_S`
+    or fails."""
+    calls = CALLS if calls is None else calls
+    payload = json.dumps([PREAMBLE, [[int(n), code] for n, code in calls.items()], _MARK])
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _CHILD, payload],
+            env=_child_env(),
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise Wrong(
+            f"the fresh TensorFlow process that runs the calls did not finish in "
+            f"{CHILD_TIMEOUT_S:g} s, so the predictions could not be checked",
+            "run the check cell again; on a busy machine a TensorFlow import can be slow",
+        ) from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(_MARK)]
+    if proc.returncode != 0 or not lines:
+        detail = proc.stderr.strip()[-300:] or "no error message"
+        raise Wrong(
+            f"the fresh TensorFlow process that runs the calls failed (exit status "
+            f"{proc.returncode}): {detail}"
+        )
+    found = json.loads(lines[-1][len(_MARK) :])
+    if sorted(int(n) for n in found) != sorted(int(n) for n in calls):
+        raise Wrong(
+            f"the fresh TensorFlow process reported calls {sorted(found)}, not {list(calls)}"
+        )
+    return {
+        int(n): None if outcome is None else (outcome[0], first_line(outcome[1]))
+        for n, outcome in found.items()
+    }
+
+
+def reason_of(message: str) -> str | None:
+    """The :data:`REASONS` key that TensorFlow's ``message`` gives, or None if unknown."""
+    lowered = message.lower()
+    for fragment, reason in MESSAGE_REASONS:
+        if fragment.lower() in lowered:
+            return reason
+    return None
+
+
+def _prediction(number: int, value: Any) -> tuple[str, str] | None:
+    """``None`` or ``(exception type name, reason key)`` from the learner's value."""
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise Wrong(
+            f"for call {number}: expected None or a pair (exception type, reason), "
+            f"got {short(value)}",
+            "e.g. ('ValueError', 'gpu-only') for a call that raises, None for one that does not",
+        )
+    kind, reason = value
+    if isinstance(kind, type) and issubclass(kind, BaseException):
+        kind = kind.__name__
+    if not isinstance(kind, str) or not isinstance(reason, str):
+        raise Wrong(
+            f"for call {number}: expected (exception type, reason), got {short(value)}",
+            "name the type as ValueError or 'ValueError', and the reason by its key in REASONS",
+        )
+    reason = reason.strip().lower()
+    if reason not in REASONS:
+        raise Wrong(
+            f"for call {number}: {reason!r} is not one of the reasons",
+            f"choose a key of REASONS: {', '.join(REASONS)}",
+        )
+    return kind.strip(), reason
+
+
+def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"expected a dict {{call number: None or (exception type, reason)}}, got {short(got)}",
+            "return one entry per call, e.g. {1: ('ValueError', 'gpu-only'), 2: None, ...}",
+        )
+    out = {}
+    for key, value in got.items():
+        try:
+            number = int(key)
+        except (TypeError, ValueError):
+            raise Wrong(f"{key!r} is not a call number", f"the calls are {list(CALLS)}") from None
+        out[number] = _prediction(number, value)
+    missing = [n for n in CALLS if n not in out]
+    if missing:
+        raise Wrong(
+            f"there is no prediction for call {missing[0]}",
+            f"give one entry per call, {list(CALLS)}: None where a call raises nothing",
+        )
+    extra = sorted(set(out) - set(CALLS))
+    if extra:
+        raise Wrong(f"there is no call {extra[0]}", f"the calls are {list(CALLS)}")
+    return out
+
+
+@task(LAB, 3)
+def task3(answer: Any) -> str:
+    """``predict_failures() -> {call: None or (exception type, reason)}`` for the calls of
+    :func:`script`. The checker runs the script in a fresh TensorFlow process (:func:`measure`)
+    and compares: the exception type of each call, and the reason its message gives
+    (:data:`MESSAGE_REASONS`). A message this checker does not know (another TensorFlow
+    version) is compared by its type only, and the verdict says so."""
+    predicted = _predictions(call(answer))
+    measured = measure()
+    unknown = []
+    for number, code in CALLS.items():
+        outcome = measured[number]
+        if outcome is None:
+            expected = None
+            happened = "it raised nothing"
+        else:
+            reason = reason_of(outcome[1])
+            if reason is None:
+                unknown.append(number)
+            expected = (outcome[0], reason)
+            happened = f"it raised {outcome[0]}: {outcome[1]}"
+        got = predicted[number]
+        if expected is not None and expected[1] is None and got is not None:
+            got = (got[0], None)  # a message this checker does not know: the type only
+        if got != expected:
+            what = f"call {number}, `{code}`"
+            if got is not None and expected is not None and got[0] == expected[0]:
+                raise Wrong(
+                    f"for {what}: the exception type is right, the reason is not: "
+                    f"expected {expected[1]!r}, got {got[1]!r}. What happened: {happened}",
+                    CALL_HINTS[number],
+                )
+            raise Wrong(
+                expected_got(expected, got, what) + f". What happened: {happened}",
+                CALL_HINTS[number],
+            )
+    raised = [str(n) for n in CALLS if measured[n] is not None]
+    listed = ", ".join(raised[:-1]) + " and " + raised[-1] if len(raised) > 1 else "".join(raised)
+    note = f"all {len(CALLS)} predictions match a fresh TensorFlow process"
+    if raised:
+        note += f": call{'s' if len(raised) > 1 else ''} {listed} raised, the others did not"
+    if unknown:
+        note += (
+            f" (TensorFlow's message for call(s) {', '.join(map(str, unknown))} is new to "
+            "this checker: only the exception type was compared)"
+        )
+    return note
