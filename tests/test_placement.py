@@ -37,6 +37,16 @@ def test_parse_internal_ops_on_request():
     assert list(table.op_type) == ["_Arg", "MatMul", "_Retval", "AddV2", "Sum"]
 
 
+def test_parse_eager_ops_sent_to_other_tasks():
+    # An eager op run on another task of a cluster is logged "on task", not "in device".
+    line = "Executing op Sum on task /job:worker/replica:0/task:1/device:CPU:0"
+    assert placement.is_placement_line(line)
+    table = placement.parse(line + "\n")
+    assert table[["op_type", "device", "source"]].values.tolist() == [
+        ["Sum", "/job:worker/task:1/CPU:0", "eager"]
+    ]
+
+
 def test_parse_seed_style_lines():
     # TF1 logs (seed 001) used lowercase device names; they still parse.
     table = placement.parse("b: (Const): /job:localhost/replica:0/task:0/gpu:0\n")

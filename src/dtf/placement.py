@@ -33,8 +33,11 @@ from dtf._util import error_line
 
 #: ``name: (OpType): /job:.../device:TYPE:N``: TensorFlow's placer, one line per graph node.
 LINE = re.compile(r"^(?P<op>[^\s:][^:]*): \((?P<op_type>[A-Za-z0-9_]+)\): (?P<device>/job:\S+)$")
-#: ``Executing op OpType in device /job:...``: the eager runtime, one line per eager op run.
-EAGER = re.compile(r"^Executing op (?P<op_type>[A-Za-z0-9_]+) in device (?P<device>/job:\S+)$")
+#: ``Executing op OpType in device /job:...``: the eager runtime, one line per eager op run;
+#: an op sent to another task of a cluster says ``on task /job:...`` instead.
+EAGER = re.compile(
+    r"^Executing op (?P<op_type>[A-Za-z0-9_]+) (?:in device|on task) (?P<device>/job:\S+)$"
+)
 _DEVICE = re.compile(
     r"^/job:(?P<job>[^/]+)(?:/replica:\d+)?/task:(?P<task>\d+)/device:(?P<dev>[A-Za-z_]+:\d+)$"
 )
