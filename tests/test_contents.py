@@ -162,3 +162,16 @@ def test_link_targets() -> None:
         (7, "https://example.org"),
         (7, "#x"),
     ]
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["# 01 · T\n\n<!--navigation-->", "# 01 · T\n\n<!--navigation-->\n[old line](x.ipynb)"],
+    ids=["bare marker", "marker and old line"],
+)
+def test_the_navigation_marker_gets_its_line(source: str) -> None:
+    """A new notebook may end its first cell with the bare marker: it gets the line, once."""
+    line = "<!--navigation-->\n[Contents](../README.md#contents)"
+    new = contents._set_nav(source, line, "end")
+    assert new == "# 01 · T\n\n" + line
+    assert contents._set_nav(new, line, "end") == new  # idempotent

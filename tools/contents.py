@@ -64,7 +64,7 @@ def nav_line(paths: list[Path], i: int, contents_link: str) -> str:
 
 def _set_nav(source: str, line: str, where: str) -> str:
     """Replace the navigation block in a markdown cell, or add it at ``where``."""
-    pattern = re.compile(re.escape(NAV_MARK) + r"\n[^\n]*")
+    pattern = re.compile(re.escape(NAV_MARK) + r"(\n[^\n]*)?")  # a bare marker gets its line
     if NAV_MARK in source:
         return pattern.sub(line.replace("\\", "\\\\"), source, count=1)
     return f"{source.rstrip()}\n\n{line}" if where == "end" else f"{line}\n\n{source}"
