@@ -1,7 +1,7 @@
 # Distributed TensorFlow, hands-on. Every target creates .venv on first use.
 #   make run     execute every notebook and lab solution headless, report in build/
 #   make test    the whole test suite (unit, structure, notebooks via nbval, labs)
-#   make lab     JupyterLab on this folder, bound to localhost
+#   make lab     JupyterLab on this folder, bound to localhost, README open, no pop-ups
 #   make outputs re-execute the tutorial notebooks in place (fresh stored outputs)
 #   make labs    regenerate the student labs from labs/solutions
 # GPU machine: add GPU=1 to any target (uses .venv-gpu and requirements-gpu.txt).
@@ -66,8 +66,11 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile $(ARGS)
 
+# The course's JupyterLab settings (no news or update pop-ups, README rendered), then JupyterLab
+# on localhost with the README open.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --ip=127.0.0.1 --no-browser $(ARGS)
+	$(PY) tools/lab_settings.py
+	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ARGS) README.md
 
 outputs: $(STAMP)
 	$(PY) tools/execute_in_place.py $(ARGS)

@@ -242,3 +242,26 @@ def test_make_refuses_a_venv_left_by_an_unsupported_python(make_copy):
     proc, calls = make_copy("3.10.12", python="python3-unused")
     assert proc.returncode != 0 and calls == ["-c import platform, sys"]
     assert "delete .venv" in proc.stderr and "is Python 3.10.12" in proc.stderr
+
+
+def test_ci_workflow_runs_the_readmes_test_command_with_a_supported_python():
+    import yaml
+
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "test.yml").read_text())
+    steps = workflow["jobs"]["make-test"]["steps"]
+    python = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python"))
+    version = python["with"]["python-version"]
+    assert "make test" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert any(s.get("run", "").startswith("make test") for s in steps)
+    assert f"PYTHON=python{version}" in next(s["run"] for s in steps if "run" in s)
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'requires-python = ">=3.11,<3.14"' in text and version in ("3.11", "3.12", "3.13")
+
+
+def test_licenses_are_stated():
+    license_text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert "Apache License" in license_text and "Version 2.0, January 2004" in license_text
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "[Apache License 2.0](LICENSE)" in readme
+    assert "creativecommons.org/licenses/by/4.0" in readme
+    assert (ROOT / "CONTRIBUTING.md").exists() and "(CONTRIBUTING.md)" in readme
