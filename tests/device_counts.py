@@ -25,7 +25,7 @@ from tests.conftest import ROOT
 
 COUNTS = (1, 3, 8)
 #: Parameters that only set how long a timing loop runs (applied where a notebook declares them).
-CHEAP = {"TIMING_STEPS": 10}
+CHEAP = {"TIMING_STEPS": 10, "TIMED_STEPS": 5, "REPEATS": 2, "WARMUP_STEPS": 2}
 RUN_TIMEOUT_S = 240
 
 
