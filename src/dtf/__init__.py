@@ -11,6 +11,10 @@ and only then imports the helper that does it:
 - ``dtf.parallel``  model, data and pipeline parallelism of one small network, and their costs
 - ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
+- ``dtf.cluster``   real TensorFlow clusters of server processes on this machine
+- ``dtf.server``    the command-line server for one task (``python -m dtf.server``)
+- ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
+- ``dtf.scaling``   throughput measurements, one configuration per process
 - ``dtf.checks``    lab checkers, one module per lab
 
 Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act.

@@ -1,0 +1,364 @@
+"""Tests for ``dtf.multiworker``: configurations, error summaries, and real worker processes.
+
+The configuration and message tests are plain Python. The process tests start real
+``MultiWorkerMirroredStrategy`` workers: one module-wide launcher (fork: one TensorFlow
+import) serves most of them; the spawn start method, a killed parent and a killed launcher
+get processes of their own. Every test checks that what it started is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from dtf.multiworker import (
+    DEFAULT_START_METHOD,
+    EXIT_DEADLINE,
+    EXIT_PREEMPTED,
+    Launcher,
+    TrainConfig,
+    WorkerError,
+    WorkerTimeoutError,
+    error_summary,
+)
+from dtf.multiworker import program as mw_program
+
+from .conftest import QUIET_ENV, ROOT
+
+POSIX = os.name == "posix"
+pytestmark = pytest.mark.timeout(240)
+GONE_WITHIN_S = 10.0
+RUN_S = 90.0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        process = psutil.Process(pid)
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def assert_gone(pids, within: float = GONE_WITHIN_S) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(_alive(p) for p in pids):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"still running after {within} s: {[p for p in pids if _alive(p)]}")
+
+
+def max_diff(a, b) -> float:
+    return max(float(np.max(np.abs(x - y))) for x, y in zip(a, b, strict=True))
+
+
+# --------------------------------------------------------------------------- plain Python
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"steps": 0}, "steps must be at least 1"),
+        ({"steps": 2.0}, "steps must be a whole number"),
+        ({"per_worker_batch": True}, "per_worker_batch must be a whole number"),
+        ({"learning_rate": 0}, "learning_rate must be a number > 0"),
+        ({"deadline_s": "10"}, "deadline_s must be a number > 0"),
+        ({"checkpoint_every": 5}, "need a checkpoint_dir"),
+        ({"preemption": True}, "need a checkpoint_dir"),
+        (
+            {"checkpoint_every": 5, "preemption": True, "checkpoint_dir": "x"},
+            "choose checkpoint_every",
+        ),
+        ({"pause_task": 1}, "give pause_task and pause_after together"),
+        ({"pause_task": 1, "pause_after": 40}, "pause_after must be at most 39"),
+        ({"pause_task": -1, "pause_after": 3}, "pause_task must be at least 0"),
+    ],
+)
+def test_a_wrong_config_is_refused_before_anything_starts(kwargs, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        TrainConfig(**kwargs)
+
+
+def test_a_config_travels_as_json_unchanged():
+    config = TrainConfig(
+        steps=7, checkpoint_dir="/somewhere", checkpoint_every=2, pause_task=1, pause_after=3
+    )
+    assert TrainConfig.from_json(config.to_json()) == config
+    assert json.loads(config.to_json())["pause_after"] == 3
+
+
+KILLED_MESSAGE = """Graph execution error:
+
+Detected at node sgd/CollectiveReduceV2 defined at (most recent call last):
+  File "<frozen runpy>", line 198, in _run_module_as_main
+
+  File "/home/someone/dtf/multiworker/program.py", line 179, in train_step
+
+Collective ops is aborted by: recvmsg:Connection reset by peer
+Additional GRPC error information from remote target /job:worker/replica:0/task:1 while calling \
+/tensorflow.WorkerService/RecvBuf:
+:UNKNOWN:Error received from peer  {grpc_message:"recvmsg:Connection reset by peer", grpc_status:14}
+The error could be from a previous operation. Restart your program to reset.
+\t [[{{node sgd/CollectiveReduceV2}}]] [Op:__inference_train_step_374]"""
+
+
+def test_an_error_summary_keeps_what_happened_and_drops_paths_and_grpc_internals():
+    lines = error_summary(KILLED_MESSAGE)
+    assert lines == [
+        "at node sgd/CollectiveReduceV2",
+        "Collective ops is aborted by: recvmsg:Connection reset by peer",
+        "Additional GRPC error information from remote target /job:worker/replica:0/task:1 "
+        "while calling /tensorflow.WorkerService/RecvBuf:",
+        "The error could be from a previous operation. Restart your program to reset.",
+    ]
+    assert error_summary("") == ["(no message)"]
+
+
+def test_a_fit_error_is_one_line_without_the_per_replica_values():
+    text = (
+        "Attempt to convert a value (PerReplica:{\n  0: <tf.Tensor: shape=(2, 2), "
+        "numpy=\narray([[0., 1.],\n       [1., 0.]])>\n}) with an unsupported type "
+        "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
+    )
+    message = mw_program._fit_message(ValueError(text))
+    assert message == (
+        "Attempt to convert a value (PerReplica:{...}) with an unsupported type "
+        "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
+    )
+
+
+def test_initial_weights_are_seeded_glorot_and_zero_biases():
+    first, again, other = (mw_program.initial_weights(s) for s in (3, 3, 4))
+    assert [w.shape for w in first] == [(64, 32), (32,), (32, 10), (10,)]
+    assert max_diff(first, again) == 0.0 and max_diff(first, other) > 0.0
+    assert not first[1].any() and not first[3].any()
+    assert np.abs(first[0]).max() <= np.sqrt(6.0 / (64 + 32))
+
+
+def test_launcher_arguments_are_checked(tmp_path):
+    with pytest.raises(ValueError, match="start_method"):
+        Launcher(start_method="thread")
+    for bad in (0, -1, True, "5"):
+        with pytest.raises(ValueError, match="ready_timeout"):
+            Launcher(ready_timeout=bad)
+    launcher = Launcher(start_method="spawn", workdir=tmp_path)
+    with pytest.raises(WorkerError, match="start"):
+        launcher.wait_ready()
+    with launcher:
+        with pytest.raises(TypeError, match="TrainConfig"):
+            launcher.run({"steps": 3}, num_workers=2)
+        with pytest.raises(ValueError, match="pause_task 2 is not a worker of 2"):
+            launcher.run(TrainConfig(pause_task=2, pause_after=3), num_workers=2)
+        with pytest.raises(ValueError, match="num_workers must be at least 1"):
+            launcher.run(TrainConfig(), num_workers=0)
+    assert tmp_path.is_dir(), "a folder given by the caller is the caller's"
+
+
+# --------------------------------------------------------------------------- real workers
+
+
+@pytest.fixture(scope="module")
+def launcher():
+    began = time.monotonic()
+    with Launcher() as launcher:
+        print(f"\nlauncher ready in {launcher.wait_ready():.1f} s ({time.monotonic() - began:.1f})")
+        yield launcher
+        pids = launcher.pids
+    assert_gone(pids)
+    assert not launcher.workdir.exists()
+
+
+def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
+    import tensorflow as tf
+
+    config = TrainConfig(steps=6, per_worker_batch=8, try_fit=True)
+    run = launcher.run(config, num_workers=2)
+    results = run.wait(timeout=RUN_S)
+    assert [r.returncode for r in results.values()] == [0, 0], run.log(0)[-2000:]
+    started = results[1].last("started")
+    assert started["replicas"] == 2 and started["global_batch"] == 16
+    assert json.loads(run.tf_config(1))["task"] == {"type": "worker", "index": 1}
+    fit = results[0].last("fit")
+    assert not fit["ok"] and fit["error"] == "ValueError" and "PerReplica" in fit["message"]
+    (s0, w0), (s1, w1) = run.weights("final", 0), run.weights("final", 1)
+    assert s0 == s1 == 6 and max_diff(w0, w1) == 0.0
+
+    x, y = mw_program.digits_arrays()
+    model = mw_program.build_model(config.seed)
+    optimizer = mw_program.make_optimizer(config)
+    optimizer.build(model.trainable_variables)
+    batches = iter(mw_program.global_batches(x, y, 16, config.seed))
+    step = mw_program.make_train_step(tf.distribute.get_strategy(), model, optimizer, 16)
+    losses = [float(step(batches)) for _ in range(6)]
+    assert max_diff(model.get_weights(), w0) < 1e-5
+    reported = [e["loss"] for e in results[0].events if e["event"] == "step"]
+    assert np.allclose(losses, reported, atol=1e-5)
+
+
+def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(launcher, tmp_path):
+    ckpt = dict(steps=8, per_worker_batch=8, checkpoint_dir=str(tmp_path), checkpoint_every=2)
+    run = launcher.run(TrainConfig(**ckpt, pause_task=1, pause_after=5), num_workers=2)
+    run.wait_for("paused", 1, timeout=RUN_S)
+    killed_at = run.kill(1)
+    results = run.wait(timeout=RUN_S)
+    assert results[1].returncode == (-signal.SIGKILL if POSIX else results[1].returncode)
+    error = results[0].error
+    assert results[0].returncode == 1 and error["error"] == "UnavailableError"
+    assert error["step"] == 6 and error["t"] - killed_at < 5.0
+    assert any("Restart your program" in line for line in error["lines"])
+    with pytest.raises(WorkerError, match="already"):
+        run.kill(1)
+    saved = run.weights("checkpoint-4", 0)
+
+    again = launcher.run(TrainConfig(**ckpt), num_workers=2)
+    results = again.wait(timeout=RUN_S)
+    assert [r.returncode for r in results.values()] == [0, 0]
+    for task in again.tasks:
+        step, weights = again.weights("restored", task)
+        assert step == saved[0] == 4 and max_diff(weights, saved[1]) == 0.0
+        first = next(e for e in results[task].events if e["event"] == "step")
+        assert first["step"] == 5  # the batches of steps 1-4 were skipped, not trained again
+
+
+def test_a_preempted_worker_makes_every_worker_save_at_one_step(launcher, tmp_path):
+    cfg = dict(steps=8, per_worker_batch=8, checkpoint_dir=str(tmp_path), preemption=True)
+    run = launcher.run(TrainConfig(**cfg, pause_task=1, pause_after=3), num_workers=2)
+    run.wait_for("paused", 1, timeout=RUN_S)
+    run.send(1, signal.SIGTERM)
+    run.resume(1)
+    results = run.wait(timeout=RUN_S)
+    assert [r.returncode for r in results.values()] == [EXIT_PREEMPTED] * 2
+    assert [r.last("preempted")["step"] for r in results.values()] == [4, 4]
+    again = launcher.run(TrainConfig(**cfg), num_workers=2)
+    assert [r.returncode for r in again.wait(timeout=RUN_S).values()] == [0, 0]
+    step, weights = again.weights("restored", 1)
+    assert step == 4 and max_diff(weights, run.weights("preempted", 1)[1]) == 0.0
+
+
+def test_waits_are_bounded_and_a_timed_out_run_is_stopped(launcher):
+    run = launcher.run(
+        TrainConfig(steps=6, per_worker_batch=8, pause_task=1, pause_after=2), num_workers=2
+    )
+    run.wait_for("paused", 1, timeout=RUN_S)
+    with pytest.raises(WorkerTimeoutError, match="did not report 'done' within 0.2 s"):
+        run.wait_for("done", 1, timeout=0.2)
+    pids = list(run.pids.values())
+    with pytest.raises(WorkerTimeoutError, match="still running after 0.5 s: stopped"):
+        run.wait(timeout=0.5)
+    assert not run.running
+    assert_gone(pids)
+
+
+def test_a_stuck_worker_ends_itself_at_its_deadline(launcher):
+    config = TrainConfig(
+        steps=6, per_worker_batch=8, pause_task=1, pause_after=2, pause_timeout_s=1.0, deadline_s=8
+    )
+    run = launcher.run(config, num_workers=2)
+    results = run.wait(timeout=RUN_S)
+    # The paused worker gives up after pause_timeout_s; its peer, blocked in the all-reduce,
+    # fails (the peer is gone) or ends at its deadline.
+    assert results[1].returncode == EXIT_DEADLINE
+    assert results[1].error["error"] == "PauseTimeout"
+    assert results[0].returncode in (1, EXIT_DEADLINE)
+
+
+def test_a_new_run_stops_the_workers_of_the_previous_one(launcher):
+    first = launcher.run(
+        TrainConfig(steps=6, per_worker_batch=8, pause_task=0, pause_after=2), num_workers=2
+    )
+    first.wait_for("paused", 0, timeout=RUN_S)
+    pids = list(first.pids.values())
+    second = launcher.run(TrainConfig(steps=2, per_worker_batch=8), num_workers=2)
+    assert not first.running
+    assert_gone(pids)
+    assert [r.returncode for r in second.wait(timeout=RUN_S).values()] == [0, 0]
+
+
+def test_freeze_stops_a_worker_without_ending_it(launcher):
+    run = launcher.run(
+        TrainConfig(steps=6, per_worker_batch=8, pause_task=1, pause_after=2), num_workers=2
+    )
+    run.wait_for("paused", 1, timeout=RUN_S)
+    run.freeze(1)
+    process = psutil.Process(run.pids[1])
+    try:
+        deadline = time.monotonic() + 5.0  # the signal is delivered asynchronously
+        while process.status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert process.status() == psutil.STATUS_STOPPED
+    finally:
+        run.kill(1)
+    run.wait(timeout=RUN_S)
+
+
+def test_the_spawn_start_method_runs_the_same_program(tmp_path):
+    with Launcher(start_method="spawn") as launcher:
+        run = launcher.run(TrainConfig(steps=3, per_worker_batch=8), num_workers=2)
+        results = run.wait(timeout=RUN_S)
+        assert [r.returncode for r in results.values()] == [0, 0], run.log(0)[-2000:]
+        assert max_diff(run.weights("final", 0)[1], run.weights("final", 1)[1]) == 0.0
+        pids = launcher.pids
+    assert len(pids) == 2
+    assert_gone(pids)
+
+
+PARENT = """
+import json, sys
+from dtf.multiworker import Launcher, TrainConfig
+launcher = Launcher().start()
+config = TrainConfig(steps=6, per_worker_batch=8, pause_task=1, pause_after=2)
+run = launcher.run(config, num_workers=2)
+run.wait_for("paused", 1, timeout=90)
+print(json.dumps({"pids": launcher.pids, "workdir": str(launcher.workdir)}), flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.skipif(DEFAULT_START_METHOD != "fork", reason="the fork launcher runs on Linux")
+def test_workers_and_launcher_exit_when_their_parent_is_killed():
+    parent = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(PARENT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **QUIET_ENV},
+        cwd=ROOT,
+    )
+    try:
+        line = parent.stdout.readline()
+        assert line, parent.stderr.read()
+        started = json.loads(line)
+        assert len(started["pids"]) == 3 and all(_alive(p) for p in started["pids"])
+    finally:
+        parent.kill()
+        parent.wait(10)
+        parent.stdin.close()
+    assert_gone(started["pids"])
+    # Its folder is left behind; the next launcher removes it.
+    with Launcher(start_method="spawn") as other:
+        assert other.workdir.exists()
+    assert not os.path.exists(started["workdir"])
+
+
+@pytest.mark.skipif(DEFAULT_START_METHOD != "fork", reason="only the fork method has a launcher")
+def test_a_dead_launcher_is_reported_and_takes_its_workers_along(tmp_path):
+    with Launcher() as launcher:
+        run = launcher.run(
+            TrainConfig(steps=6, per_worker_batch=8, pause_task=1, pause_after=2), num_workers=2
+        )
+        run.wait_for("paused", 1, timeout=RUN_S)
+        pids = launcher.pids
+        psutil.Process(launcher.pid).kill()
+        with pytest.raises(WorkerError, match="launcher was killed by signal"):
+            run.wait(timeout=RUN_S)
+    assert_gone(pids)
