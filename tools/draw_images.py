@@ -365,12 +365,121 @@ def draw_parameter_layouts(fig_path: Path) -> None:
     plt.close(fig)
 
 
+def draw_cluster_layout(fig_path: Path) -> None:
+    """07: the cluster of *Distributed Computation in TensorFlow*: a host and two workers."""
+    fig, (ax,) = canvas(9.6, 3.9)
+    title = "config.json: one host task and two worker tasks"
+    ax.text(4.8, 3.65, title, ha="center", fontsize=11.5, weight="bold")
+    host = ["the program:", "builds the graph,", "connects, prints d"]
+    _device(ax, 1.3, 1.75, host, label="host/0", color=CPU, w=2.0, h=1.2)
+    _device(ax, 5.3, 2.6, ["a, b;  c = matmul(a, b)"], label="worker/0", w=2.6, h=0.7)
+    _device(ax, 5.3, 0.9, ["d = matmul(a, b) + log(100 + c)"], label="worker/1", w=3.3, h=0.7)
+    arrow(ax, (2.33, 2.15), (3.97, 2.6), color=CPU)
+    ax.text(3.0, 2.62, "its ops", fontsize=8.5, color=CPU, ha="center")
+    arrow(ax, (2.33, 1.55), (3.62, 1.1), color=CPU)
+    ax.text(2.85, 1.62, "its ops", fontsize=8.5, color=CPU, ha="center")
+    arrow(ax, (5.3, 2.23), (5.3, 1.5), color=DEVICE)
+    ax.text(5.42, 1.85, "c", fontsize=9, color=DEVICE)
+    arrow(ax, (3.62, 0.72), (2.33, 1.22), color=DEVICE)
+    ax.text(2.95, 0.72, "d", fontsize=9, color=DEVICE)
+    for y in (2.6, 0.9):
+        ax.text(
+            8.45,
+            y,
+            "a server process\n(python -m dtf.server)",
+            ha="center",
+            fontsize=8.5,
+            style="italic",
+        )
+    note = "every task listens on its own address; on one machine, 127.0.0.1 with one port each"
+    ax.text(4.8, 0.1, note, ha="center", fontsize=8.8, style="italic")
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+def draw_ps_vs_allreduce(fig_path: Path) -> None:
+    """08, 11: asynchronous parameter servers versus synchronous all-reduce."""
+    fig, (left, right) = canvas(11.0, 4.3, ncols=2)
+    c = 2.75
+    left.text(c, 4.05, "Parameter server (asynchronous)", ha="center", fontsize=12, weight="bold")
+    left.text(
+        c,
+        3.72,
+        "ParameterServerStrategy; TF1 replica_device_setter",
+        ha="center",
+        fontsize=8.8,
+        style="italic",
+    )
+    box(left, c, 2.85, 2.2, 0.62, "ps: the variables", color=CPU, size=9)
+    for x, k in [(0.8, 0), (c, 1), (4.7, 2)]:
+        box(left, x, 1.15, 1.3, 0.62, f"worker {k}", size=9)
+        arrow(left, (x + 0.12, 1.47), (c + (x - c) * 0.35 + 0.1, 2.53), color=DEVICE)
+        arrow(left, (c + (x - c) * 0.35 - 0.1, 2.53), (x - 0.12, 1.47), color=CPU)
+    left.text(0.55, 2.15, "read", fontsize=8.5, color=CPU)
+    left.text(4.6, 2.15, "update", fontsize=8.5, color=DEVICE)
+    left.text(
+        c,
+        0.3,
+        "each worker reads and updates when it is ready: nobody waits,\n"
+        "updates can be stale; a dead worker is skipped",
+        ha="center",
+        fontsize=8.8,
+    )
+    right.text(c, 4.05, "All-reduce (synchronous)", ha="center", fontsize=12, weight="bold")
+    right.text(
+        c,
+        3.72,
+        "MirroredStrategy, MultiWorkerMirroredStrategy",
+        ha="center",
+        fontsize=8.8,
+        style="italic",
+    )
+    xs = [0.8, c, 4.7]
+    for x, k in zip(xs, range(3), strict=True):
+        box(right, x, 2.0, 1.3, 0.8, f"replica {k}\nvariables", size=9)
+    for a, b in [(0, 1), (1, 2)]:
+        arrow(right, (xs[a] + 0.68, 2.0), (xs[b] - 0.68, 2.0), color=CPU, style="<|-|>", lw=1.8)
+    right.annotate(
+        "",
+        xy=(xs[0], 2.43),
+        xytext=(xs[2], 2.43),
+        arrowprops=dict(
+            arrowstyle="<|-|>",
+            color=CPU,
+            lw=1.8,
+            connectionstyle="arc3,rad=0.35",
+            shrinkA=2,
+            shrinkB=2,
+        ),
+    )
+    right.text(
+        c,
+        1.25,
+        "sum the gradients (a ring or a tree),\nevery replica applies the same update",
+        ha="center",
+        fontsize=8.8,
+        color=CPU,
+    )
+    right.text(
+        c,
+        0.3,
+        "one update per step from every replica's batch: exact,\n"
+        "but every step waits for the slowest; a dead replica stops it",
+        ha="center",
+        fontsize=8.8,
+    )
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
 #: Every image this script draws: file name in images/ -> drawing function.
 DIAGRAMS: dict[str, Callable[[Path], None]] = {
     "01_mask_to_visible.png": draw_mask_to_visible,
     "03_tower_step.png": draw_tower_step,
     "03_model_vs_data_parallel.png": draw_model_vs_data_parallel,
     "03_parameter_layouts.png": draw_parameter_layouts,
+    "07_cluster_layout.png": draw_cluster_layout,
+    "08_ps_vs_allreduce.png": draw_ps_vs_allreduce,
 }
 
 
