@@ -25,23 +25,18 @@ why forking is safe enough here and where the ``spawn`` start method is used ins
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import signal
 import sys
 import time
 import traceback
 import warnings
 
+from dtf._jsonlines import commands, emit
+
 STOP_GRACE_S = 2.0
 _POLL_S = 0.05
 _PR_SET_PDEATHSIG = 1
-
-
-def _emit(fd: int, event: dict) -> None:
-    # One write per line, shorter than PIPE_BUF: lines of children and launcher never mix.
-    os.write(fd, (json.dumps(event) + "\n").encode())
 
 
 def _set_parent_death_signal(parent: int) -> None:
@@ -86,17 +81,17 @@ def _child(command: dict, proto: int, lifeline_r: int, lifeline_w: int, launcher
         try:
             server.start_server(command["cluster"], task)
         except PortInUseError as exc:
-            _emit(proto, {"event": "error", **head, "kind": "port", "message": str(exc)})
+            emit(proto, {"event": "error", **head, "kind": "port", "message": str(exc)})
             print(f"dtf-server: error: {exc}", file=sys.stderr, flush=True)
             code = server.EXIT_PORT_IN_USE
             raise
         except BaseException as exc:
             message = f"{type(exc).__name__}: {exc}"
-            _emit(proto, {"event": "error", **head, "kind": "start", "message": message})
+            emit(proto, {"event": "error", **head, "kind": "start", "message": message})
             raise
         address = command["cluster"][task.job][task.index]
         print(server.ready_line(task, address), flush=True)
-        _emit(proto, {"event": "ready", **head})
+        emit(proto, {"event": "ready", **head})
         while True:  # the lifeline thread or a signal ends the process
             time.sleep(3600)
     except BaseException:
@@ -124,7 +119,7 @@ def _reap(children: dict[int, dict], proto: int) -> None:
         if pid == 0:
             return
         head = children.pop(pid, {"job": "?", "index": -1, "seq": None})
-        _emit(proto, {"event": "exit", **head, "pid": pid, "returncode": _returncode(status)})
+        emit(proto, {"event": "exit", **head, "pid": pid, "returncode": _returncode(status)})
 
 
 def _stop_children(children: dict[int, dict], proto: int) -> None:
@@ -161,44 +156,27 @@ def main() -> None:
     from dtf import server
 
     server.import_tensorflow()
-    _emit(proto, {"event": "loaded", "seconds": round(time.monotonic() - started, 3)})
+    emit(proto, {"event": "loaded", "seconds": round(time.monotonic() - started, 3)})
 
     children: dict[int, dict] = {}
-    buffer = b""
     try:
-        while not stopping:
-            try:
-                readable, _, _ = select.select([0], [], [], _POLL_S)
-            except InterruptedError:
-                readable = []
-            _reap(children, proto)
-            if not readable:
+        for command in commands(stopping, lambda: _reap(children, proto), _POLL_S):
+            if command.get("cmd") != "start":
                 continue
-            chunk = os.read(0, 65536)
-            if not chunk:
-                break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                command = json.loads(line)
-                if command.get("cmd") != "start":
-                    continue
-                with warnings.catch_warnings():
-                    # Python 3.12+ warns that forking a multi-threaded process may deadlock;
-                    # this one is idle (see the module docstring).
-                    warnings.simplefilter("ignore", DeprecationWarning)
-                    pid = os.fork()
-                if pid == 0:
-                    _child(command, proto, lifeline_r, lifeline_w, launcher)
-                head = {
-                    "job": command["job"],
-                    "index": int(command["index"]),
-                    "seq": command.get("seq"),
-                }
-                children[pid] = head
-                _emit(proto, {"event": "forked", **head, "pid": pid})
+            with warnings.catch_warnings():
+                # Python 3.12+ warns that forking a multi-threaded process may deadlock;
+                # this one is idle (see the module docstring).
+                warnings.simplefilter("ignore", DeprecationWarning)
+                pid = os.fork()
+            if pid == 0:
+                _child(command, proto, lifeline_r, lifeline_w, launcher)
+            head = {
+                "job": command["job"],
+                "index": int(command["index"]),
+                "seq": command.get("seq"),
+            }
+            children[pid] = head
+            emit(proto, {"event": "forked", **head, "pid": pid})
     finally:
         _stop_children(children, proto)
         os.close(lifeline_w)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 
+from dtf._jsonlines import read_events
 from dtf.cluster import env as cluster_env
 from dtf.cluster._launcher import STOP_GRACE_S as _LAUNCHER_GRACE_S
 from dtf.cluster.spec import (
@@ -582,14 +583,7 @@ class LocalCluster:
         state.reader.start()
 
     def _read_launcher(self, stream) -> None:
-        for raw in stream:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            with self._cond:
-                self._on_event(event)
-                self._cond.notify_all()
+        read_events(stream, self._cond, self._on_event)
 
     def _on_event(self, event: dict) -> None:
         kind = event.get("event")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import signal
 import sys
 import threading
@@ -25,6 +24,7 @@ import time
 import traceback
 from pathlib import Path
 
+from dtf._jsonlines import commands, emit
 from dtf.multiworker.program import (
     EXIT_DEADLINE,
     EXIT_ERROR,
@@ -42,11 +42,10 @@ _STOP_WAIT_S = 5.0
 
 
 def _emitter(fd: int, run: int, task: int):
-    def emit(event: str, **fields) -> None:
-        record = {"event": event, "run": run, "task": task, "t": time.monotonic(), **fields}
-        os.write(fd, (json.dumps(record) + "\n").encode())  # one write: lines never mix
+    def send(event: str, **fields) -> None:
+        emit(fd, {"event": event, "run": run, "task": task, "t": time.monotonic(), **fields})
 
-    return emit
+    return send
 
 
 def _watch_deadline(seconds: float, emit) -> None:
@@ -128,10 +127,7 @@ def _launcher_main() -> None:
     import tensorflow  # noqa: F401
 
     digits_arrays()
-    os.write(
-        proto,
-        (json.dumps({"event": "loaded", "seconds": time.monotonic() - began}) + "\n").encode(),
-    )
+    emit(proto, {"event": "loaded", "seconds": time.monotonic() - began})
     children: dict[int, dict] = {}
 
     def reap() -> None:
@@ -143,36 +139,16 @@ def _launcher_main() -> None:
             if pid == 0:
                 return
             head = children.pop(pid, {})
-            event = {"event": "exit", **head, "pid": pid, "returncode": _returncode(status)}
-            os.write(proto, (json.dumps(event) + "\n").encode())
+            emit(proto, {"event": "exit", **head, "pid": pid, "returncode": _returncode(status)})
 
-    buffer = b""
     try:
-        while not stopping:
-            try:
-                readable, _, _ = select.select([0], [], [], 0.05)
-            except InterruptedError:
-                readable = []
-            reap()
-            if not readable:
-                continue
-            chunk = os.read(0, 65536)
-            if not chunk:
-                break
-            buffer += chunk
-            while b"\n" in buffer:
-                line, buffer = buffer.split(b"\n", 1)
-                if not line.strip():
-                    continue
-                command = json.loads(line)
-                pid = os.fork()
-                if pid == 0:
-                    _fork_worker(command, proto, lifeline_r, lifeline_w, parent)
-                head = {"run": command["run"], "task": command["task"]}
-                children[pid] = head
-                os.write(
-                    proto, (json.dumps({"event": "forked", **head, "pid": pid}) + "\n").encode()
-                )
+        for command in commands(stopping, reap, 0.05):
+            pid = os.fork()
+            if pid == 0:
+                _fork_worker(command, proto, lifeline_r, lifeline_w, parent)
+            head = {"run": command["run"], "task": command["task"]}
+            children[pid] = head
+            emit(proto, {"event": "forked", **head, "pid": pid})
     finally:
         for pid in list(children):
             try:

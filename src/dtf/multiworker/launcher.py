@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dtf._jsonlines import read_events
 from dtf._util import whole_number
 from dtf.cluster import env as cluster_env
 from dtf.cluster.local import DEFAULT_START_METHOD as CLUSTER_START_METHOD
@@ -437,14 +438,7 @@ class Launcher:
             self._cond.notify_all()
 
     def _read(self, stream) -> None:
-        for raw in stream:
-            try:
-                event = json.loads(raw)
-            except ValueError:
-                continue
-            with self._cond:
-                self._on_event(event)
-                self._cond.notify_all()
+        read_events(stream, self._cond, self._on_event)
 
     def _on_event(self, event: dict) -> None:
         if event.get("event") == "loaded":
