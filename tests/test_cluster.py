@@ -242,9 +242,10 @@ def test_local_hosts_and_ports():
 
 def test_grpc_options_for_servers_and_clients(monkeypatch):
     assert grpc_options_value() == (
-        "grpc.keepalive_time_ms=1000,grpc.keepalive_timeout_ms=2000,grpc.http2.ping_timeout_ms=2000"
+        "grpc.keepalive_time_ms=1000,grpc.keepalive_timeout_ms=2000,grpc.http2.ping_timeout_ms=2000,"
+        "grpc.http2.max_pings_without_data=1"
     )
-    assert "max_pings_without_data" not in grpc_options_value()  # see dtf.cluster.env
+    assert "max_pings_without_data=0" not in grpc_options_value()  # see dtf.cluster.env
     monkeypatch.setenv(GRPC_ENV, "grpc.keepalive_time_ms=5000,grpc.other=1")
     value = apply_grpc_options()
     assert os.environ[GRPC_ENV] == value
@@ -789,3 +790,42 @@ def test_a_restarted_parameter_server_is_reached_again_at_once():
     assert out["join"] == "UnavailableError"
     assert out["after"] == 3.0  # a fresh variable on the restarted ps, three steps
     assert 1 <= out["attempts"] and out["seconds"] < 30, out
+
+
+IDLE_CLIENT = """
+import json, time
+from dtf import quiet
+quiet.quiet(3)
+import tensorflow as tf
+from dtf.cluster import LocalCluster, apply_grpc_options
+
+apply_grpc_options()
+out = {}
+with LocalCluster({"worker": 1}) as cluster:
+    tf.config.experimental_connect_to_cluster(cluster.spec)
+    with tf.device("/job:worker/task:0"):
+        out["first"] = float(tf.reduce_sum(tf.ones(3)))
+    time.sleep(10)  # a learner reading between two cells: the connection is idle
+    try:
+        with tf.device("/job:worker/task:0"):
+            out["after_idle"] = float(tf.reduce_sum(tf.ones(3)))
+    except tf.errors.OpError as err:
+        out["after_idle"] = type(err).__name__ + ": " + str(err).splitlines()[0]
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_an_idle_client_is_not_cut_off_by_its_keepalive_pings():
+    """With gRPC's default of two pings without data, the first op after ~5 s of idleness
+    failed with 'UnavailableError: Too many pings'; GRPC_OPTIONS allows one."""
+    proc = subprocess.run(
+        [sys.executable, "-c", IDLE_CLIENT],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **QUIET_ENV},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out == {"first": 3.0, "after_idle": 3.0}, out
