@@ -4,7 +4,9 @@ TensorFlow fixes its device layout once per process, so the checkers that need T
 are tested in a separate process set up like a lab (``devices.setup(n, log_placement=True)``
 then ``placement.start()``). One process serves a whole test module: each test sends the
 code of its case (its answer and the checker call, in a fresh namespace) and gets the
-verdict back, so cases are independent of each other and of their order. The process also
+verdict back, so cases are independent of each other and of their order. A test module can
+give extra ``setup`` code, run once after that (lab 04 starts a cluster and connects to it
+there): the names it defines are in every case's namespace. The process also
 logs every eager op run, as TensorFlow does inside Jupyter (``Executing op ...`` lines on
 ``sys.stdout``); a plain script logs an eager op's placement only the first time it runs
 on a device, which would make a case depend on the cases before it.
@@ -56,13 +58,17 @@ from dtf import checks, devices, placement, towers
 setup = devices.setup(int(sys.argv[1]), log_placement=True)
 placement.start()
 logging_ops.enable_interactive_logging()  # what TensorFlow does in an IPython kernel
+base = {
+    "checks": checks, "np": np, "placement": placement, "setup": setup,
+    "D": setup.names, "tf": tf, "towers": towers,
+}
+extra = dict(base)
+exec(compile(sys.argv[3], "<setup>", "exec"), extra)
+extra = {k: v for k, v in extra.items() if not k.startswith("__")}
 reply({"ready": True})
 for line in sys.stdin:
     checks.reset()
-    namespace = {
-        "checks": checks, "np": np, "placement": placement, "setup": setup,
-        "D": setup.names, "tf": tf, "towers": towers, "out": {},
-    }
+    namespace = {**extra, "out": {}}
     try:
         exec(compile(json.loads(line)["code"], "<case>", "exec"), namespace)
         sys.stdout.flush()
@@ -86,14 +92,15 @@ class Outcome:
 
 
 class CheckWorker:
-    """A TensorFlow process with ``num_devices`` logical CPUs, serving checker cases."""
+    """A TensorFlow process with ``num_devices`` logical CPUs, serving checker cases;
+    ``setup``: code run once before the first case, whose names every case sees."""
 
-    def __init__(self, num_devices: int = 2) -> None:
+    def __init__(self, num_devices: int = 2, setup: str = "") -> None:
         env = {**os.environ, **QUIET_ENV}
         env.pop("PYTEST_CURRENT_TEST", None)
         self._stderr = tempfile.TemporaryFile()
         self._proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(num_devices), _MARK],
+            [sys.executable, "-c", _WORKER, str(num_devices), _MARK, setup],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -165,12 +172,12 @@ class CheckWorker:
         self.close()
 
 
-def worker_fixture(num_devices: int = 2):
-    """A module-scoped fixture that yields a :class:`CheckWorker`."""
+def worker_fixture(num_devices: int = 2, setup: str = ""):
+    """A module-scoped fixture that yields a :class:`CheckWorker` (see its ``setup``)."""
 
     @pytest.fixture(scope="module")
     def tf_worker():
-        with CheckWorker(num_devices) as worker:
+        with CheckWorker(num_devices, setup) as worker:
             yield worker
 
     return tf_worker

@@ -9,7 +9,9 @@ different workers. ``tests/test_labs.py`` checks that every lab has such a modul
   attempted", with no traceback in any output.
 
 Both also run every check cell a second time at the end, in the same kernel, and require
-the same output: re-running a check cell must give the same verdict.
+the same output: re-running a check cell must give the same verdict. "At the end" means
+before the first cell tagged ``teardown``, if there is one: a cell that releases what the
+checks need (lab 04 stops its cluster there), which therefore runs after the re-runs.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ CHECK_CELL = re.compile(r"\bchecks\.lab\d\d\.task\d+\(")
 CELL_TIMEOUT_S = 120
 #: Tag of the cells :func:`execute` appends to run each check cell again.
 RERUN_TAG = "test-rerun"
+#: Tag of the cells that release what the checks need: the re-runs go before the first.
+TEARDOWN_TAG = "teardown"
 
 
 def tasks_of(nb) -> list[int]:
@@ -47,7 +51,8 @@ def _is_rerun(cell) -> bool:
 
 def execute(path: Path):
     """Run ``path`` top to bottom in a fresh kernel (its folder as working directory), as
-    JupyterLab's Run All would, then run each check cell once more in the same kernel.
+    JupyterLab's Run All would, then run each check cell once more in the same kernel
+    (before the first cell tagged ``teardown``, if any).
 
     Returns ``(nb, reruns)``: the executed notebook as it was, and a list of
     ``(check cell, its second run)`` pairs."""
@@ -55,10 +60,12 @@ def execute(path: Path):
 
     nb = nbformat.read(path, as_version=4)
     checks = [c for c in nb.cells if c.cell_type == "code" and CHECK_CELL.search(c.source)]
-    for cell in checks:
+    teardown = [i for i, c in enumerate(nb.cells) if TEARDOWN_TAG in c.metadata.get("tags", [])]
+    where = teardown[0] if teardown else len(nb.cells)
+    for offset, cell in enumerate(checks):
         again = nbformat.v4.new_code_cell(cell.source)
         again.metadata["tags"] = [RERUN_TAG]
-        nb.cells.append(again)
+        nb.cells.insert(where + offset, again)
     env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
     env.pop("DTF_METRICS_FILE", None)
     client = NotebookClient(

@@ -1,0 +1,716 @@
+"""Checkers of Lab 04 · Clusters (``labs/04_clusters_lab.ipynb``).
+
+1. :func:`task1`: a cluster spec (one ``ps`` and N ``worker`` tasks on loopback), checked by
+   :func:`dtf.cluster.load` and ``tf.train.ClusterSpec`` on several layouts;
+2. :func:`task2`: two stages of a computation placed on two workers of a running cluster,
+   checked by value and by the placement log;
+3. :func:`task3`: a sum on every worker of a running cluster that never waits for a worker
+   that is down: the checker freezes one worker and kills another, runs the learner's
+   function in a thread under a hard time limit, and restores the cluster afterwards.
+
+Tasks 2 and 3 run against the lab's cluster: a :class:`dtf.cluster.LocalCluster` whose one
+excluded task (``host/0``) is played by the notebook's process, connected with
+``tf.config.experimental_connect_to_cluster``. Its time limits make the checks end, whatever
+the learner's function does.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import ipaddress
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from dtf._util import error_line
+from dtf.checks.core import (
+    Wrong,
+    as_array,
+    call_function,
+    expect_close,
+    expected_got,
+    placement_table,
+    short,
+    task,
+)
+
+LAB = "lab04"
+
+#: ``/job:J/replica:0/task:T/...`` or ``/job:J/task:T/...``: the task part of a device name.
+_TASK_OF = re.compile(r"^/job:(?P<job>[^/]+)(?:/replica:\d+)?/task:(?P<task>\d+)")
+
+
+def task_of(device: str) -> str:
+    """``/job:worker/replica:0/task:1/device:CPU:0`` -> ``/job:worker/task:1``; a local name
+    (``CPU:0``, ``/device:CPU:0``) -> ``/job:localhost/task:0``, the name of a process that
+    belongs to no cluster."""
+    m = _TASK_OF.match(str(device))
+    return f"/job:{m['job']}/task:{m['task']}" if m else "/job:localhost/task:0"
+
+
+def worker_addresses(cluster: Any) -> list[str]:
+    """The ``host:port`` of every worker of ``cluster``: a running ``LocalCluster``, a
+    ``tf.train.ClusterSpec`` or a dict spec."""
+    jobs = cluster.as_dict() if hasattr(cluster, "as_dict") else cluster
+    if not isinstance(jobs, Mapping) or not jobs.get("worker"):
+        raise ValueError(f"expected a cluster with a 'worker' job, got {short(cluster)}")
+    return [str(a) for a in jobs["worker"]]
+
+
+#: Seconds the checkers of tasks 2 and 3 try to get a first op through to every worker.
+WARM_UP_S = 15.0
+
+
+def warm_up(count: int, timeout: float = WARM_UP_S) -> None:
+    """Run a tiny op (``Max``) on each of the first ``count`` workers until it works, for at
+    most ``timeout`` seconds in all, in a thread; raise ``TimeoutError`` or the last
+    ``tf.errors.OpError`` after that.
+
+    Why: an op sent to a worker that is fine can fail *once* with ``UnavailableError``,
+    "ping timeout" after the worker was frozen, and "Too many pings" after this process left
+    its connection idle for ~5 s or more (measured with :mod:`dtf.cluster`'s keepalive
+    defaults: the server closes a connection that pings it too often without data); the next
+    op works. The checkers run this before they call your function, so that such a leftover
+    error never lands in your answer, and outside any ``placement.capture()`` block."""
+    import tensorflow as tf
+
+    def ops() -> None:
+        deadline = time.monotonic() + timeout
+        for index in range(count):
+            while True:
+                try:
+                    with tf.device(f"/job:worker/task:{index}"):
+                        tf.reduce_max(tf.ones([2])).numpy()
+                    break
+                except tf.errors.OpError:
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.1)
+
+    finished, _, error, _ = _run_bounded(ops, timeout + 5.0)
+    if not finished:
+        raise TimeoutError(f"an op on a worker did not return within {timeout + 5.0:g} s")
+    if error is not None:
+        raise error
+
+
+def _warm_up_or_wrong(count: int) -> None:
+    try:
+        warm_up(count)
+    except Exception as exc:
+        raise Wrong(
+            f"the checker could not run an op on every worker ({error_line(exc)})",
+            "run the cells of 'The lab's cluster' (they start the cluster and connect this "
+            "process to it), then this one; if that does not help, restart the kernel",
+        ) from None
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def example_ports(num_workers: int) -> list[int]:
+    """Task 1's ports for ``num_workers`` workers: one for the ps, then one per worker."""
+    return [2222 + i for i in range(1 + num_workers)]
+
+
+def layouts(num_workers: int) -> list[tuple[int, tuple[int, ...]]]:
+    """The ``(num_workers, ports)`` task 1 is checked on: the lab's own, then one worker,
+    then three workers whose ports are not in order."""
+    cases = [(num_workers, tuple(example_ports(num_workers))), (1, (5000, 5001))]
+    cases.append((3, (7001, 7000, 7003, 7002)))
+    return list(dict.fromkeys(cases))
+
+
+def expected_spec(num_workers: int, ports) -> dict[str, list[str]]:
+    """Task 1's answer: ``ports[0]`` for ``ps/0``, ``ports[1 + i]`` for ``worker/i``."""
+    return {
+        "ps": [f"127.0.0.1:{ports[0]}"],
+        "worker": [f"127.0.0.1:{p}" for p in ports[1 : 1 + num_workers]],
+    }
+
+
+def _is_loopback(host: str) -> bool:
+    name = host.strip().strip("[]").lower()
+    if name in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_hosts(jobs: Mapping[str, list], what: str) -> None:
+    from dtf.cluster.spec import split_address
+
+    for job, addresses in jobs.items():
+        for index, address in enumerate(addresses):
+            host, _ = split_address(address)
+            if _is_loopback(host):
+                continue
+            name = f"{job}/{index}"
+            if host.strip("[]") in ("0.0.0.0", "::"):
+                raise Wrong(
+                    f"for {what}: task {name} has the address {address!r}, which no client "
+                    "can connect to",
+                    "0.0.0.0 means 'every interface' to a server that listens; a spec names "
+                    "the address clients connect to. Use 127.0.0.1 (a TensorFlow server "
+                    "listens on every interface anyway)",
+                )
+            raise Wrong(
+                f"for {what}: task {name} has the host {host!r}, which is not a loopback address",
+                "use 127.0.0.1: every task runs on this machine, and a TensorFlow server runs "
+                "any graph sent to it without authentication, so the course keeps clusters "
+                "on loopback",
+            )
+
+
+def _ports_hint(got: Mapping[str, list], num_workers: int, ports) -> str:
+    from dtf.cluster.spec import split_address
+
+    got_ports = {job: [split_address(a)[1] for a in got[job]] for job in got}
+    ps_last = {"ps": [ports[num_workers]], "worker": list(ports[:num_workers])}
+    if got_ports == ps_last:
+        return "the ps task takes the first port, ports[0]; worker i takes ports[1 + i]"
+    if sorted(got_ports["worker"]) == sorted(ports[1:]) and got_ports["worker"] != list(ports[1:]):
+        return (
+            "keep the order of `ports`: task i of a job is the i-th address of its list, "
+            "and worker i takes ports[1 + i]"
+        )
+    return "the ps task takes ports[0] and worker i takes ports[1 + i]"
+
+
+def _spec_of(got: Any, what: str) -> dict[str, list]:
+    """The learner's spec as ``{job: [address, ...]}``, checked by :func:`dtf.cluster.load`."""
+    from dtf.cluster import ClusterConfigError, load
+
+    if isinstance(got, (str, bytes)):
+        raise Wrong(
+            f"for {what}: expected a dict {{job: [addresses]}}, got the text {short(got)}",
+            "return the dict itself (json.loads turns JSON text into one)",
+        )
+    if not isinstance(got, Mapping) and not hasattr(got, "as_dict"):
+        raise Wrong(
+            f"for {what}: expected a dict {{job: ['host:port', ...]}}, got {short(got)}",
+            "return e.g. {'ps': ['127.0.0.1:2222'], 'worker': ['127.0.0.1:2223', ...]}",
+        )
+    try:
+        jobs = load(got)
+    except ClusterConfigError as exc:
+        raise Wrong(f"for {what}: dtf.cluster refuses the spec: {exc}") from None
+    for job, addresses in jobs.items():
+        if any(a is None for a in addresses):
+            raise Wrong(
+                f"for {what}: job {job!r} is given as a number of tasks, "
+                f"{len(addresses)}, not as addresses",
+                "LocalCluster accepts counts and picks ports itself; a spec for servers "
+                "names every task's 'host:port', here from `ports`",
+            )
+    return jobs
+
+
+@task(LAB, 1)
+def task1(answer: Any, num_workers: int) -> str:
+    """``cluster_spec(num_workers, ports) -> {"ps": [...], "worker": [...]}``: one ``ps``
+    task at ``127.0.0.1:ports[0]`` and worker ``i`` at ``127.0.0.1:ports[1 + i]``. Checked on
+    :func:`layouts`: :func:`dtf.cluster.load` must accept the spec, every host must be a
+    loopback address (``127.0.0.1``, ``localhost``, ``::1``), and ``tf.train.ClusterSpec``
+    of it must have the expected jobs, tasks and ports, in order. A ``tf.train.ClusterSpec``
+    is accepted as well as a dict."""
+    import tensorflow as tf
+
+    from dtf.cluster.spec import split_address
+
+    cases = layouts(num_workers)
+    for n, ports in cases:
+        what = f"{n} worker{'s' if n != 1 else ''} and ports {list(ports)}"
+        got = call_function(answer, n, list(ports))
+        jobs = _spec_of(got, what)
+        expected = expected_spec(n, ports)
+        if sorted(jobs) != sorted(expected):
+            raise Wrong(
+                expected_got(sorted(expected), sorted(jobs), f"{what}, the jobs"),
+                "name the jobs exactly 'ps' and 'worker': a device name says "
+                "/job:ps/task:0, and TensorFlow's strategies look for these names",
+            )
+        for job in expected:
+            if len(jobs[job]) != len(expected[job]):
+                raise Wrong(
+                    expected_got(len(expected[job]), len(jobs[job]), f"{what}, tasks of {job!r}"),
+                    "one address per task: 1 ps task and num_workers worker tasks",
+                )
+        _check_hosts(jobs, what)
+        spec = tf.train.ClusterSpec(jobs)
+        got_ports = {
+            job: [split_address(spec.task_address(job, i))[1] for i in range(spec.num_tasks(job))]
+            for job in expected
+        }
+        want_ports = {job: [split_address(a)[1] for a in expected[job]] for job in expected}
+        if got_ports != want_ports:
+            raise Wrong(
+                expected_got(expected, {job: jobs[job] for job in expected}, what),
+                _ports_hint(jobs, n, ports),
+            )
+    devices = ", ".join(
+        f"/job:{job}/task:{i}"
+        for job, addresses in expected_spec(*cases[0]).items()
+        for i in range(len(addresses))
+    )
+    return (
+        f"{len(cases)} layouts pass dtf.cluster's checks and match tf.train.ClusterSpec; "
+        f"yours has the tasks {devices}, all on loopback"
+    )
+
+
+# --------------------------------------------------------------------------- task 2
+
+#: Task 2: the batch and the widths of the two stages.
+BATCH, FEATURES, HIDDEN, OUTPUTS = 4, 3, 5, 2
+
+
+def worker_pair(cluster: Any) -> list[str]:
+    """Task 2's two workers: ``/job:worker/task:0`` and ``/job:worker/task:1``, or task 0
+    twice when the cluster has one worker."""
+    count = len(worker_addresses(cluster))
+    return [f"/job:worker/task:{i}" for i in ((0, 1) if count >= 2 else (0, 0))]
+
+
+def stage_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Task 2's ``x``, ``w1`` and ``w2`` (float32, the same on every run)."""
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(BATCH, FEATURES)).astype(np.float32)
+    w1 = rng.normal(size=(FEATURES, HIDDEN)).astype(np.float32)
+    w2 = rng.normal(size=(HIDDEN, OUTPUTS)).astype(np.float32)
+    return x, w1, w2
+
+
+def _tasks_that_ran(table, op_type: str) -> list[str]:
+    """The tasks (``/job:J/task:T``, in log order, each once) that ran ops of ``op_type``:
+    eager rows if there are any, else the placer's rows (a ``tf.function``)."""
+    rows = table[table["op_type"] == op_type]
+    eager = rows[rows["source"] == "eager"] if "source" in rows else rows
+    rows = eager if len(eager) else rows
+    column = "device_full" if "device_full" in rows else "device"
+    return list(dict.fromkeys(task_of(d) for d in rows[column]))
+
+
+def _local_task(cluster: Any) -> str | None:
+    excluded = sorted(getattr(cluster, "excluded", ()) or ())
+    return excluded[0].device if len(excluded) == 1 else None
+
+
+@task(LAB, 2)
+def task2(answer: Any, cluster: Any) -> str:
+    """``two_stages(x, w1, w2, workers) -> (y, placement table)``: stage 1,
+    ``h = relu(x @ w1)``, on ``workers[0]`` and stage 2, ``y = h @ w2``, on ``workers[1]``
+    (:func:`worker_pair`), run inside ``placement.capture()``. Checked: ``y``, and that the
+    log shows the first MatMul and the Relu on ``workers[0]``'s task and the second MatMul
+    on ``workers[1]``'s."""
+    import tensorflow as tf
+
+    if getattr(cluster, "running", True) is False:  # a LocalCluster not started, or stopped
+        raise Wrong(
+            "the cluster is not running, so there is no worker to place the stages on",
+            "run the cells of 'The lab's cluster', then this one",
+        )
+    pair = worker_pair(cluster)
+    _warm_up_or_wrong(len(worker_addresses(cluster)))
+    arrays = stage_inputs()
+    x, w1, w2 = (tf.constant(a) for a in arrays)
+    got = call_function(answer, x, w1, w2, list(pair))
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(
+            f"expected a pair (y, placement table), got {short(got)}",
+            "return y, log.table",
+        )
+    y, table = got
+    a, b, c = arrays
+    expect_close(
+        np.maximum(a @ b, 0.0) @ c,
+        y,
+        what="y",
+        atol=1e-5,
+        rtol=1e-5,
+        hint="stage 1 is h = tf.nn.relu(tf.matmul(x, w1)), stage 2 is y = tf.matmul(h, w2)",
+    )
+    table = placement_table(table)
+    ran = _tasks_that_ran(table, "MatMul")
+    order = list(dict.fromkeys(pair))
+    here = _local_task(cluster) or "/job:localhost/task:0"
+    if not ran:
+        raise Wrong(
+            "your placement table has no MatMul",
+            "run both stages inside the `with placement.capture() as log:` block, and return "
+            "log.table after the block",
+        )
+    if ran != order:
+        if here in ran:
+            raise Wrong(
+                f"a MatMul ran on {here}, this notebook's own process, not on a worker "
+                f"(the MatMuls ran on {', '.join(ran)})",
+                "ops run in the client unless a device scope sends them elsewhere: run stage "
+                "1 inside `with tf.device(workers[0]):` and stage 2 inside "
+                "`with tf.device(workers[1]):`",
+            )
+        if len(order) == 2 and ran == order[:1]:
+            raise Wrong(
+                f"both MatMuls ran on {order[0]}; stage 2 belongs on {order[1]}",
+                "run stage 2, y = tf.matmul(h, w2), inside `with tf.device(workers[1]):`",
+            )
+        raise Wrong(
+            expected_got(", ".join(order), ", ".join(ran), "the tasks of the MatMuls, in order"),
+            "stage 1 inside `with tf.device(workers[0]):`, stage 2 inside "
+            "`with tf.device(workers[1]):`",
+        )
+    relu = _tasks_that_ran(table, "Relu")
+    if relu != [order[0]]:
+        raise Wrong(
+            expected_got(order[0], ", ".join(relu) or "no Relu", "the task of the Relu"),
+            "the Relu is part of stage 1: compute h = tf.nn.relu(tf.matmul(x, w1)) entirely "
+            "inside `with tf.device(workers[0]):`",
+        )
+    lives = ""
+    if hasattr(y, "device") and y.device:
+        lives = f"; y lives on {task_of(y.device)} until it is read"
+    if len(order) == 1:
+        return (
+            f"both stages ran on {order[0]}, the only worker (with NUM_WORKERS >= 2 they "
+            f"would run on two){lives}"
+        )
+    return f"stage 1 ran on {order[0]} and stage 2 on {order[1]}, as the placement log shows{lives}"
+
+
+# --------------------------------------------------------------------------- task 3
+
+#: Task 3: seconds a worker may take to answer before it counts as down (your ``timeout``).
+TIMEOUT_S = 2.0
+#: Task 3: how much longer than ``timeout`` your function may take, whatever the workers do.
+SLACK_S = 2.0
+#: Task 3: seconds, beyond the time allowed, that the checker waits for your function to
+#: return at all before it reports that it hangs (it never waits longer).
+GRACE_S = 3.0
+#: Task 3: the tensor every worker sums.
+SUM_INPUT = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def allowed_s(timeout: float | None = None) -> float:
+    """The seconds your task 3 function may take: ``timeout`` + :data:`SLACK_S`."""
+    return (TIMEOUT_S if timeout is None else timeout) + SLACK_S
+
+
+def _run_bounded(function: Callable[[], Any], wait_s: float):
+    """Run ``function`` in a daemon thread (in a copy of this context, so that the checks'
+    task number is known there) and wait at most ``wait_s`` seconds.
+
+    Returns ``(finished, result, error, seconds)``. A function that has not finished keeps
+    running in its thread, which is left behind (Python cannot stop a thread): the checker
+    then restores the cluster, which lets a function that waits for a worker finish."""
+    context = contextvars.copy_context()
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        began = time.monotonic()
+        try:
+            box["result"] = context.run(function)
+        except BaseException as exc:  # noqa: BLE001 - handed to the checker's thread
+            box["error"] = exc
+        box["seconds"] = time.monotonic() - began
+
+    thread = threading.Thread(target=target, name="dtf-lab04-task3", daemon=True)
+    thread.start()
+    thread.join(wait_s)
+    if thread.is_alive():
+        return False, None, None, wait_s
+    return True, box.get("result"), box.get("error"), box["seconds"]
+
+
+def _worker_index(key: Any, count: int, jobs: Mapping[str, list]) -> int:
+    """The worker index a key of the learner's dict names: ``1``, ``"worker/1"``,
+    ``"/job:worker/task:1"`` or ``("worker", 1)``."""
+    from dtf.cluster import ClusterConfigError
+    from dtf.cluster.spec import parse_task
+
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        index = int(key)
+        if not 0 <= index < count:
+            raise Wrong(
+                f"there is no worker {index}: the cluster has {count} worker(s)",
+                f"use the indices 0 to {count - 1} of spec['worker']",
+            )
+        return index
+    try:
+        found = parse_task(key, jobs)
+    except ClusterConfigError as exc:
+        raise Wrong(
+            f"{key!r} does not name a worker ({exc})", "key your dict by worker index: 0, 1, ..."
+        ) from None
+    if found.job != "worker":
+        raise Wrong(
+            f"your dict has an entry for {found}, which is not a worker",
+            "one entry per worker of spec['worker'], and nothing else",
+        )
+    return found.index
+
+
+def _sums(got: Any, jobs: Mapping[str, list], situation: str) -> dict[int, float | None]:
+    count = len(jobs["worker"])
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"with {situation}: expected a dict {{worker index: sum or None}}, got {short(got)}",
+            "return e.g. {0: 66.0, 1: None}",
+        )
+    out: dict[int, float | None] = {}
+    for key, value in got.items():
+        index = _worker_index(key, count, jobs)
+        if value is None:
+            out[index] = None
+            continue
+        try:
+            number = as_array(value).astype(np.float64)
+        except (TypeError, ValueError):
+            raise Wrong(
+                f"with {situation}: for worker {index}, expected a number or None, "
+                f"got {short(value)}"
+            ) from None
+        if number.shape != ():
+            raise Wrong(
+                f"with {situation}: for worker {index}, expected one number (the sum of x), "
+                f"got {short(value)}",
+                "tf.reduce_sum(x) sums over every axis",
+            )
+        out[index] = float(number)
+    missing = [i for i in range(count) if i not in out]
+    if missing:
+        raise Wrong(
+            f"with {situation}: your dict has no entry for worker {missing[0]}",
+            "one entry per worker of spec['worker']: None for a worker that is down",
+        )
+    return out
+
+
+def _client(cluster: Any):
+    excluded = sorted(getattr(cluster, "excluded", ()) or ())
+    if len(excluded) != 1:
+        raise Wrong(
+            "the checker needs the lab's cluster: one task (host/0) played by this notebook, "
+            f"got {short(cluster)}",
+            "pass `cluster`, the LocalCluster started in 'The lab's cluster'",
+        )
+    return excluded[0]
+
+
+def _freeze(process, timeout: float = 5.0) -> None:
+    """``SIGSTOP`` ``process`` and wait until the system says it is stopped.
+
+    Measured: a handshake started right after the signal was sent was still answered in ~1
+    call of 5 (the process ran on for a moment); once its status reads "stopped", never."""
+    import psutil
+
+    process.suspend()
+    deadline = time.monotonic() + timeout
+    while process.status() != psutil.STATUS_STOPPED:
+        if time.monotonic() >= deadline:
+            raise Wrong(f"the checker could not freeze worker process {process.pid}")
+        time.sleep(0.005)
+    time.sleep(0.05)
+
+
+def _restore(cluster: Any, frozen, killed: str) -> None:
+    """Resume the ``frozen`` process, restart the ``killed`` task if it is down (and connect
+    this process to the cluster again), then run an op on every worker until each answers
+    (:func:`warm_up`). A failure is a :class:`Wrong` that says what to do."""
+    import psutil
+    import tensorflow as tf
+
+    try:
+        try:
+            if frozen.status() == psutil.STATUS_STOPPED:
+                frozen.resume()
+        except psutil.NoSuchProcess:
+            pass
+        if not cluster.alive(killed):
+            cluster.restart(killed)
+            client = _client(cluster)
+            tf.config.experimental_connect_to_cluster(
+                cluster.spec, job_name=client.job, task_index=client.index
+            )
+        warm_up(len(cluster.as_dict()["worker"]))
+    except Exception as exc:
+        raise Wrong(
+            f"the checker could not restore the cluster after its check ({error_line(exc)})",
+            "restart the kernel and run the lab from the top",
+        ) from None
+
+
+def _expect_sums(
+    sums: dict[int, float | None], expected: float, down: dict[int, str], situation: str
+) -> None:
+    for index, value in sorted(sums.items()):
+        if index in down:
+            if value is not None:
+                raise Wrong(
+                    f"with {situation}: for worker {index}, expected None, got {value:g}",
+                    f"worker {index} is {down[index]}: a worker that does not answer within "
+                    "`timeout` is down, and its entry is None",
+                )
+        elif value is None:
+            raise Wrong(
+                f"with {situation}: for worker {index}, which is up, expected {expected:g}, "
+                "got None",
+                "worker i is task /job:worker/task:i at spec['worker'][i]; ask that address, "
+                "with the `timeout` you were given",
+            )
+        elif abs(value - expected) > 1e-4:
+            raise Wrong(
+                f"with {situation}: for worker {index}, expected {expected:g}, got {value:g}",
+                "return float(tf.reduce_sum(x)) computed on each worker that is up",
+            )
+
+
+def _check_sum_placement(table, count: int) -> None:
+    ran = set(_tasks_that_ran(table, "Sum"))
+    for index in range(count):
+        where = f"/job:worker/task:{index}"
+        if where not in ran:
+            shown = ", ".join(sorted(ran)) or "nowhere"
+            raise Wrong(
+                f"with every worker up: the sum for worker {index} was not computed on "
+                f"{where} (the placement log shows Sum on {shown})",
+                "compute each sum on its worker: inside `with tf.device(f'/job:worker/task:{i}'):`"
+                " call tf.reduce_sum(x)",
+            )
+
+
+def _situation_case(
+    answer: Any,
+    x: Any,
+    jobs: dict,
+    expected: float,
+    down: dict[int, str],
+    situation: str,
+    hint_if_hangs: str,
+) -> dict[int, float | None]:
+    """Call the learner's function in a thread, bounded in time; check its sums."""
+    limit = allowed_s()
+    finished, result, error, seconds = _run_bounded(
+        lambda: call_function(answer, x, {j: list(a) for j, a in jobs.items()}, TIMEOUT_S),
+        limit + GRACE_S,
+    )
+    if not finished:
+        raise Wrong(
+            f"with {situation}: your function did not return within {limit + GRACE_S:g} s "
+            f"(it may take {limit:g} s: timeout + {SLACK_S:g} s), so it would hang",
+            hint_if_hangs,
+        )
+    if isinstance(error, Wrong):
+        if error.detail.startswith("`") and " raised " in error.detail:  # from call()
+            raise Wrong(
+                f"with {situation}: {error.detail}",
+                "a worker that is down must give None, not an exception: ask each worker "
+                "first with a bounded wait (dtf.cluster.answering(addresses, timeout)), "
+                "and catch tf.errors.OpError around the op (a worker can die after it "
+                "answered)",
+            )
+        raise error
+    if error is not None:
+        raise error
+    if seconds > limit:
+        raise Wrong(
+            f"with {situation}: your function returned, but after more than the "
+            f"{limit:g} s allowed (timeout = {TIMEOUT_S:g} s, plus {SLACK_S:g} s)",
+            hint_if_hangs,
+        )
+    sums = _sums(result, jobs, situation)
+    _expect_sums(sums, expected, down, situation)
+    return sums
+
+
+@task(LAB, 3)
+def task3(answer: Any, cluster: Any) -> str:
+    """``sums_on_workers(x, spec, timeout) -> {worker index: sum or None}``: ``tf.reduce_sum(x)``
+    computed on every worker that is up, ``None`` for a worker that does not answer within
+    ``timeout`` seconds, returned within ``timeout`` + :data:`SLACK_S` seconds whatever the
+    workers do, without raising.
+
+    The checker calls it three times with ``spec = cluster.as_dict()`` and ``timeout =``
+    :data:`TIMEOUT_S`, each time in a thread that it waits for at most :func:`allowed_s` +
+    :data:`GRACE_S` seconds: with every worker up (the placement log must show a Sum on every
+    worker), with worker 0 frozen (``SIGSTOP``: its port stays open, nothing answers), and with
+    the last worker killed. Afterwards, also when a check fails, it resumes the frozen worker,
+    restarts the killed one at its address and connects this process to the cluster again, so
+    the cluster is as before (tensors that lived on the restarted worker are gone)."""
+    import psutil
+    import tensorflow as tf
+
+    from dtf import placement
+
+    if not getattr(cluster, "running", False):
+        raise Wrong(
+            "the cluster is not running, so the check cannot freeze and kill its workers",
+            "run the cells of 'The lab's cluster', then this one",
+        )
+    _client(cluster)
+    jobs = cluster.as_dict()
+    count = len(jobs["worker"])
+    x = tf.constant(SUM_INPUT)
+    expected = float(SUM_INPUT.sum())
+    frozen, killed = 0, count - 1
+
+    _warm_up_or_wrong(count)  # outside the capture: its ops are not the answer's
+    with placement.capture() as log:
+        _situation_case(
+            answer,
+            x,
+            jobs,
+            expected,
+            {},
+            "every worker up",
+            "with every worker up, each answers within milliseconds: does your function "
+            "wait for something else?",
+        )
+    _check_sum_placement(log.table, count)
+
+    process = psutil.Process(cluster.pid(f"worker/{frozen}"))
+    try:
+        _warm_up_or_wrong(count)  # a leftover error of an idle connection goes first
+        _freeze(process)
+        _situation_case(
+            answer,
+            x,
+            jobs,
+            expected,
+            {frozen: "frozen"},
+            f"worker {frozen} frozen",
+            "a frozen process keeps its port open, so connecting works and nothing answers: "
+            "ask each worker with a bounded wait, dtf.cluster.answering(spec['worker'], "
+            "timeout), using the `timeout` you were given, and send no op to a worker that "
+            "did not answer",
+        )
+        _restore(cluster, process, f"worker/{killed}")  # worker 0 resumed, answering
+        cluster.kill(f"worker/{killed}")
+        _situation_case(
+            answer,
+            x,
+            jobs,
+            expected,
+            {killed: "killed"},
+            f"worker {killed} killed",
+            "a killed worker never answers again: a loop that retries until it does never "
+            "ends. Ask with a bounded wait (dtf.cluster.answering(spec['worker'], timeout)) "
+            "and give up on a worker that did not answer",
+        )
+    finally:
+        _restore(cluster, process, f"worker/{killed}")
+    if count == 1:
+        story = "worker 0, the only one, was reported down while frozen and while killed"
+    else:
+        story = f"a frozen worker {frozen} and a killed worker {killed} were reported down"
+    sums = f"{count} sums" if count > 1 else "sum"
+    return (
+        f"with every worker up you returned the {sums}, computed on the workers; {story} "
+        f"(None), each time within the {allowed_s():g} s allowed. The checker has resumed "
+        f"worker {frozen}, restarted worker {killed} and connected again"
+    )

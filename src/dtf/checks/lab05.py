@@ -1,0 +1,844 @@
+"""Checkers of Lab 05 · The mirrored training step (``labs/05_mirrored_step_lab.ipynb``).
+
+1. :func:`task1`: the distributed dataset: global batches of ``per_replica_batch`` examples
+   per replica, the smaller last batch dropped, split among the replicas by
+   ``strategy.experimental_distribute_dataset``;
+2. :func:`task2`: one replica's loss, scaled by the *global* batch
+   (``tf.nn.compute_average_loss``), so that the replicas' losses add up to the mean loss;
+3. :func:`task3`: the model and the optimizer created, and the optimizer built, inside
+   ``strategy.scope()``;
+4. :func:`task4`: the distributed step (``strategy.run`` with the ``GradientTape`` inside,
+   ``strategy.reduce(SUM, ...)``), run on the lab's ``MirroredStrategy`` and compared with
+   single-device steps from the same initial weights on the same global batches;
+5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way.
+
+The checkers use the lab's strategy and never create one: a second ``MirroredStrategy`` in
+the same process makes the collective all-reduce of both fail with a "shape mismatch" that
+says to restart the program (tensorflow#62790; measured with TensorFlow 2.21, which uses
+collective all-reduce over logical CPUs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from dtf._util import whole_number
+from dtf.checks.core import (
+    Wrong,
+    as_array,
+    call,
+    call_function,
+    expect_close,
+    expected_got,
+    short,
+    task,
+)
+
+LAB = "lab05"
+
+#: The lab's network (:func:`make_model`): digits' 64 features, one hidden layer, 10 classes.
+FEATURES, HIDDEN, CLASSES = 64, 32, 10
+#: The optimizer of tasks 3 to 5: plain SGD with momentum.
+LEARNING_RATE = 0.1
+MOMENTUM = 0.9
+#: Tasks 4 and 5: tolerance of the comparison with single-device training.
+ATOL = 1e-5
+
+#: Task 1: the per-replica batches the learner's function is called with.
+TASK1_PER_REPLICA = (3, 2)
+#: Task 2: how a global batch is split among the replicas (as experimental_distribute_dataset
+#: splits batches of 12, 10 and 3 over 4 replicas, and 5 over one): equal shards, the
+#: smaller last batch, a batch smaller than the number of replicas (an empty shard).
+SHARD_CASES = ((3, 3, 3, 3), (3, 3, 2, 2), (1, 1, 1, 0), (5,))
+#: Task 4: examples per replica and steps of the comparison.
+TASK4_PER_REPLICA = 8
+STEPS = 3
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def make_model():
+    """The lab's network: 64 inputs, ``Dense(32, relu)``, ``Dense(10)`` (logits).
+
+    Its initializers are seeded, so every call gives the same initial weights, and it has an
+    ``Input``, so it is built, and its variables created, where it is created: inside
+    ``strategy.scope()`` that makes them mirrored variables."""
+    return _network()
+
+
+def _network(probe: Any = None):
+    import keras
+
+    layers = [keras.Input((FEATURES,))]
+    if probe is not None:
+        layers.append(probe)
+    layers += [
+        keras.layers.Dense(
+            HIDDEN, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(seed=1)
+        ),
+        keras.layers.Dense(CLASSES, kernel_initializer=keras.initializers.GlorotUniform(seed=2)),
+    ]
+    return keras.Sequential(layers)
+
+
+def _optimizer(learning_rate: float = LEARNING_RATE):
+    import keras
+
+    return keras.optimizers.SGD(learning_rate, momentum=MOMENTUM)
+
+
+def _replicas(strategy: Any) -> int:
+    import tensorflow as tf
+
+    if not isinstance(strategy, tf.distribute.Strategy):
+        raise TypeError(f"pass the lab's tf.distribute strategy, got {short(strategy)}")
+    return int(strategy.num_replicas_in_sync)
+
+
+def _on_replicas(n: int) -> str:
+    return "on the only replica" if n == 1 else f"on each of the {n} replicas"
+
+
+def _expected(description: str, got: Any, what: str | None = None) -> str:
+    """``"for <what>: expected <description>, got <got, shortened>"``."""
+    prefix = f"for {what}: " if what else ""
+    return f"{prefix}expected {description}, got {short(got)}"
+
+
+def _count(n: int) -> str:
+    """``"1 replica"``, ``"4 replicas"``."""
+    return f"{n} replica{'' if n == 1 else 's'}"
+
+
+def _sizes(sizes: Sequence[int]) -> str:
+    return ", ".join(str(s) for s in sizes)
+
+
+def _per_example_losses(labels, logits) -> np.ndarray:
+    import tensorflow as tf
+
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits).numpy()
+
+
+def _scrub(text: str) -> str:
+    """``text`` without what changes from one run to the next: Python object addresses
+    (``<X object at 0x7f...>``) and the variable TensorFlow quotes after ``not:`` (its name
+    holds Keras' layer counter)."""
+    text = re.sub(r" object at 0x[0-9a-fA-F]+", "", text)
+    return re.sub(r",? not: <tf\.Variable.*$", "", text)
+
+
+def _call_with_hints(answer: Any, hints: Sequence[tuple[str, str]], *args: Any) -> Any:
+    """:func:`call_function`, with a hint of its own for the errors ``hints`` names (a
+    pattern of the error's message, and the hint)."""
+    try:
+        return call_function(answer, *args)
+    except Wrong as exc:
+        detail = _scrub(exc.detail)
+        for pattern, hint in hints:
+            if re.search(pattern, detail):
+                raise Wrong(detail, hint) from None
+        raise Wrong(detail, exc.hint) from None
+
+
+def _created_in_scope(strategy: Any, variable: Any) -> bool:
+    """Whether ``variable`` (a Keras or TensorFlow variable) was created in ``strategy``'s
+    scope, i.e. is a distributed (mirrored) variable of that strategy."""
+    value = getattr(variable, "value", variable)
+    try:
+        return bool(strategy.extended.variable_created_in_scope(value))
+    except Exception:  # not a TensorFlow variable at all
+        return False
+
+
+def _variable_label(model: Any, variable: Any) -> str:
+    """``"layer 0's kernel"`` for a variable of ``model``'s Dense layers."""
+    dense = [layer for layer in getattr(model, "layers", []) if layer.weights]
+    for i, layer in enumerate(dense):
+        for kind in ("kernel", "bias"):
+            if getattr(layer, kind, None) is variable:
+                return f"layer {i}'s {kind}"
+    return f"the variable {getattr(variable, 'path', getattr(variable, 'name', '?'))}"
+
+
+@contextmanager
+def _full_float32():
+    """GPUs multiply float32 matrices in TensorFloat-32 by default (about 3 significant
+    digits), which alone would exceed the tolerance: compare in full float32."""
+    import tensorflow as tf
+
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        yield
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+
+
+def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE):
+    """Train a copy of the network from ``initial`` weights on ``batches`` (global batches
+    ``(x, y)``) on one device, with the mean loss of each global batch: returns the loss of
+    each step and the final weights."""
+    import tensorflow as tf
+
+    model = make_model()
+    model.set_weights(initial)
+    optimizer = _optimizer(learning_rate)
+    optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def step(x, y):
+        with tf.GradientTape() as tape:
+            logits = model(x, training=True)
+            loss = tf.reduce_mean(
+                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
+            )
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    losses = [float(step(x, y)) for x, y in batches]
+    return losses, model.get_weights()
+
+
+def _global_batches(x, y, global_batch: int):
+    import tensorflow as tf
+
+    data = tf.data.Dataset.from_tensor_slices((x, y))
+    return data.batch(global_batch, drop_remainder=True)
+
+
+def _close(a, b, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
+    try:
+        return all(
+            np.shape(u) == np.shape(v) and np.allclose(u, v, atol=atol, rtol=rtol)
+            for u, v in zip(a, b, strict=True)
+        )
+    except (TypeError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def _indexed(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``x[i] = [i, -i]`` and ``y[i] = i``: every example says which one it is."""
+    i = np.arange(size)
+    return np.stack([i, -i], axis=1).astype(np.float32), i.astype(np.int64)
+
+
+def _not_distributed(got: Any, what: str) -> None:
+    import tensorflow as tf
+
+    if isinstance(got, tf.distribute.DistributedDataset):
+        return
+    if isinstance(got, tf.data.Dataset):
+        raise Wrong(
+            f"for {what}: you returned a tf.data.Dataset, not a distributed one: given to "
+            "strategy.run, each of its batches would reach every replica whole, and each "
+            "replica would train on the whole global batch",
+            "return strategy.experimental_distribute_dataset(dataset): it splits each global "
+            "batch into one shard per replica",
+        )
+    if isinstance(got, tf.distribute.DistributedIterator):
+        raise Wrong(
+            f"for {what}: you returned an iterator over the distributed dataset",
+            "return the distributed dataset itself (the checker iterates over it)",
+        )
+    raise Wrong(
+        _expected("a distributed dataset", got, what),
+        "return strategy.experimental_distribute_dataset(dataset)",
+    )
+
+
+def _read_batches(strategy: Any, got: Any, n: int, limit: int, what: str) -> list:
+    """Up to ``limit`` batches of ``got``: for each, the example numbers each replica got."""
+    batches = []
+    for element in got:
+        if len(batches) == limit:
+            break
+        if not isinstance(element, (tuple, list)) or len(element) != 2:
+            raise Wrong(
+                f"for {what}: each element must be a pair (x, y), got {short(element)}",
+                "make the dataset from the pair: tf.data.Dataset.from_tensor_slices((x, y))",
+            )
+        xs = [as_array(t) for t in strategy.experimental_local_results(element[0])]
+        ys = [as_array(t) for t in strategy.experimental_local_results(element[1])]
+        if len(xs) != n or len(ys) != n:
+            raise Wrong(
+                f"for {what}: expected one shard per replica ({n}), got {len(xs)}",
+                "distribute the dataset with the strategy the function receives",
+            )
+        shards = []
+        for x_r, y_r in zip(xs, ys, strict=True):
+            if x_r.ndim != 2 or x_r.shape[1:] != (2,) or y_r.shape != (x_r.shape[0],):
+                raise Wrong(
+                    f"for {what}: expected x shards of shape (examples, 2) and y shards of "
+                    f"shape (examples,), got {x_r.shape} and {y_r.shape}",
+                    "batch the (x, y) pairs as they are: no reshaping",
+                )
+            if not np.array_equal(x_r[:, 0].astype(np.int64), y_r):
+                raise Wrong(
+                    f"for {what}: the labels no longer belong to their examples",
+                    "keep x and y together in one dataset, from_tensor_slices((x, y)), and "
+                    "shuffle or batch that dataset, not x and y separately",
+                )
+            shards.append(y_r)
+        batches.append(shards)
+    return batches
+
+
+def _check_batches(batches: list, per: int, n: int, size: int, what: str) -> None:
+    g = per * n
+    full = size // g
+    sizes = [[len(shard) for shard in batch] for batch in batches]
+    if not batches:
+        raise Wrong(f"for {what}: the dataset is empty", "batch (x, y); do not filter it")
+    if n > 1 and sum(sizes[0]) == per:
+        raise Wrong(
+            f"for {what}: each global batch holds {per} examples, which the {n} replicas "
+            f"share as {_sizes(sizes[0])}: that is a batch of per_replica_batch examples",
+            f"batch by the global batch, per_replica_batch * strategy.num_replicas_in_sync "
+            f"(here {g}): experimental_distribute_dataset splits each batch among the "
+            "replicas",
+        )
+    seen = np.concatenate([shard for batch in batches for shard in batch])
+    if len(np.unique(seen)) != len(seen) or len(batches) > full + 1:
+        raise Wrong(
+            f"for {what}: expected {full} global batches of {g}, got more, with examples "
+            "seen twice",
+            "go through the data once: no repeat()",
+        )
+    if (
+        len(batches) == full + 1
+        and sizes[-1] != [per] * n
+        and all(s == [per] * n for s in sizes[:-1])
+    ):
+        last = sizes[-1]
+        empty = " (some get an empty batch)" if 0 in last else ""
+        raise Wrong(
+            f"for {what}: the last global batch holds only {sum(last)} examples, and the "
+            f"replicas get {_sizes(last)} of them{empty}: unequal shards, a loss that must "
+            "be divided by another global batch size, and a new input shape for the "
+            "tf.function to trace",
+            "drop the smaller last batch: .batch(global_batch, drop_remainder=True)",
+        )
+    for i, s in enumerate(sizes):
+        if s != [per] * n:
+            raise Wrong(
+                expected_got(
+                    _sizes([per] * n), _sizes(s), f"the examples per replica in batch {i} of {what}"
+                ),
+                f"batch by per_replica_batch * strategy.num_replicas_in_sync (here {g}) "
+                "with drop_remainder=True",
+            )
+    if len(batches) != full:
+        raise Wrong(
+            expected_got(full, len(batches), f"the number of global batches of {g} for {what}"),
+            "batch all of (x, y) once, with drop_remainder=True",
+        )
+
+
+@task(LAB, 1)
+def task1(answer: Any, strategy: Any) -> str:
+    """``distribute(x, y, strategy, per_replica_batch) -> distributed dataset``: global
+    batches of ``per_replica_batch * num_replicas_in_sync`` examples, the smaller last batch
+    dropped, distributed with ``strategy.experimental_distribute_dataset``. Called for two
+    per-replica batches with data of two full global batches and a half one; every example
+    carries its number, so the checker sees what each replica receives (shuffling is fine,
+    repeating is not)."""
+    n = _replicas(strategy)
+    shapes = []
+    for per in TASK1_PER_REPLICA:
+        g = per * n
+        size = 2 * g + max(1, g // 2)
+        x, y = _indexed(size)
+        what = f"{size} examples and per_replica_batch={per}"
+        got = call_function(answer, x, y, strategy, per)
+        _not_distributed(got, what)
+        batches = _read_batches(strategy, got, n, limit=size // g + 2, what=what)
+        _check_batches(batches, per, n, size, what)
+        shapes.append(f"{g} = {per} × {n}")
+    return (
+        f"global batches of {' and '.join(shapes)} examples reached the replicas as equal "
+        "shards, and the smaller last batches were dropped"
+    )
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def _shard_case(sizes: Sequence[int], seed: int):
+    rng = np.random.default_rng(seed)
+    total = sum(sizes)
+    logits = rng.normal(scale=2.0, size=(total, CLASSES)).astype(np.float32)
+    labels = rng.integers(0, CLASSES, size=total).astype(np.int64)
+    return labels, logits
+
+
+def _probabilities_loss(labels: np.ndarray, logits: np.ndarray) -> np.ndarray:
+    """The per-example losses Keras computes when logits are taken for probabilities."""
+    import keras
+
+    return as_array(keras.losses.sparse_categorical_crossentropy(labels, logits))
+
+
+def _task2_wrong(value: float, shard: np.ndarray, probs: np.ndarray, sizes, what: str):
+    total, n = sum(sizes), len(sizes)
+    expected = shard.sum() / total if len(shard) else 0.0
+    shown = f"for {what}: expected {expected:.6g}, got {value:.6g}"
+    compute = (
+        "divide the sum of the replica's per-example losses by the global batch: "
+        "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)"
+    )
+    if len(shard) and np.isclose(value, shard.mean(), atol=1e-5):
+        raise Wrong(
+            f"{shown}: that is the mean over this replica's {len(shard)} examples only "
+            f"(tf.reduce_mean, or compute_average_loss without global_batch_size). Summed "
+            f"over the {n} replicas it is {n} times the mean loss of the global batch, and so "
+            f"are the gradients the all-reduce adds up",
+            compute,
+        )
+    if not len(shard) and not np.isfinite(value):
+        raise Wrong(
+            f"{shown}: a replica whose shard is empty (a global batch smaller than the "
+            "number of replicas) got NaN, the mean of no numbers, which would spoil every "
+            "weight at the all-reduce",
+            compute + ", which gives 0 for an empty shard",
+        )
+    if len(shard) and np.isclose(value, shard.mean() / n, atol=1e-5):
+        raise Wrong(
+            f"{shown}: that is the replica's mean divided by the number of replicas, right "
+            f"only when every replica has as many examples; here they have {_sizes(sizes)}",
+            compute,
+        )
+    if len(shard) and np.isclose(value, shard.sum(), atol=1e-4):
+        raise Wrong(f"{shown}: that is the sum of the losses", compute)
+    if len(shard) and np.isclose(value, probs.sum() / total, atol=1e-5):
+        raise Wrong(
+            f"{shown}: the logits were taken for probabilities",
+            "the model returns logits: use from_logits=True",
+        )
+    raise Wrong(
+        shown,
+        "compute the per-example losses with keras.losses.sparse_categorical_crossentropy("
+        "labels, logits, from_logits=True), then " + compute,
+    )
+
+
+@task(LAB, 2)
+def task2(answer: Any) -> str:
+    """``replica_loss(labels, logits, global_batch_size) -> scalar``: the sum of the
+    shard's per-example cross-entropies divided by the global batch. Called on each shard of
+    global batches split as :data:`SHARD_CASES`; the shards' losses must add up to the mean
+    loss of the global batch, and an empty shard must give 0."""
+    import tensorflow as tf
+
+    for case, sizes in enumerate(SHARD_CASES):
+        labels, logits = _shard_case(sizes, seed=case)
+        losses = _per_example_losses(labels, logits)
+        probs = _probabilities_loss(labels, logits)
+        total, start, values = sum(sizes), 0, []
+        for r, size in enumerate(sizes):
+            stop = start + size
+            what = (
+                f"replica {r} of {len(sizes)}, with {size} of a global batch of {total} "
+                f"(shards of {_sizes(sizes)})"
+            )
+            got = call_function(
+                answer, tf.constant(labels[start:stop]), tf.constant(logits[start:stop]), total
+            )
+            try:
+                value = as_array(got).astype(np.float64)
+            except (TypeError, ValueError):
+                raise Wrong(_expected("one number", got, what)) from None
+            if value.shape != ():
+                raise Wrong(
+                    f"for {what}: expected one number, got shape {value.shape}",
+                    "return the replica's share of the loss as a scalar: "
+                    "tf.nn.compute_average_loss(per_example_loss, "
+                    "global_batch_size=global_batch_size)",
+                )
+            expected = losses[start:stop].sum() / total
+            if not np.isclose(float(value), expected, atol=1e-5, rtol=0):
+                _task2_wrong(float(value), losses[start:stop], probs[start:stop], sizes, what)
+            values.append(float(value))
+            start = stop
+        expect_close(losses.mean(), sum(values), what=f"the sum over shards of {_sizes(sizes)}")
+    return (
+        "for shards of 3, 3, 2 and 2 of a global batch of 10 (and 3 other splits, one with an "
+        "empty shard) the replicas' losses add up to the mean loss of the global batch"
+    )
+
+
+# --------------------------------------------------------------------------- task 3
+
+_TASK3_ERRORS = (
+    (
+        r"Need to be inside .*strategy\.scope\(\)",
+        "call optimizer.build(...), which creates the optimizer's momentum variables, inside "
+        "the `with strategy.scope():` block where you created the optimizer",
+    ),
+    (
+        r"Mixing different tf\.distribute\.Strategy objects",
+        "create the optimizer inside `with strategy.scope():` too: one created outside belongs "
+        "to the default strategy and cannot make variables for the mirrored model",
+    ),
+    (
+        r"colocate_vars_with.*must only be passed a variable created in this",
+        "create the model inside `with strategy.scope():` too: the optimizer's variables are "
+        "mirrored like the model's, so the model's must be mirrored as well",
+    ),
+)
+
+
+@task(LAB, 3)
+def task3(answer: Any, strategy: Any) -> str:
+    """``make_model_and_optimizer(strategy) -> (model, optimizer)``: :func:`make_model` and
+    ``keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM)`` created inside
+    ``strategy.scope()``, and the optimizer built there for the model's variables. Checked
+    on the variables themselves: each one created in the strategy's scope (a mirrored
+    variable), the optimizer built, with its settings."""
+    import keras
+
+    n = _replicas(strategy)
+    got = _call_with_hints(answer, _TASK3_ERRORS, strategy)
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(
+            _expected("a pair (model, optimizer)", got),
+            "return model, optimizer",
+        )
+    model, optimizer = got
+    if isinstance(model, keras.optimizers.Optimizer) and isinstance(optimizer, keras.Model):
+        raise Wrong("you returned (optimizer, model)", "return them as model, optimizer")
+    if not isinstance(model, keras.Model):
+        raise Wrong(_expected("a Keras model", model, "the first item"), "return model, optimizer")
+    variables = list(model.trainable_variables)
+    if not variables:
+        raise Wrong(
+            "the model has no variables yet: it is built (and its variables created) at its "
+            "first call, which would be inside the tf.function on the first step",
+            "use checks.lab05.make_model(): it has an Input, so its variables are created "
+            "at once, in the scope",
+        )
+    outside = [_variable_label(model, v) for v in variables if not _created_in_scope(strategy, v)]
+    if outside:
+        listed = ", ".join(outside[:4]) + (", ..." if len(outside) > 4 else "")
+        raise Wrong(
+            f"the model's variables ({listed}) "
+            f"were created outside strategy.scope(): each is one variable on one device, not "
+            f"a mirrored copy {_on_replicas(n)}",
+            "create the model inside `with strategy.scope():`",
+        )
+    if not isinstance(optimizer, keras.optimizers.Optimizer):
+        raise Wrong(
+            _expected("a Keras optimizer", optimizer, "the second item"),
+            "return model, optimizer",
+        )
+    if not _created_in_scope(strategy, optimizer.iterations):
+        raise Wrong(
+            "the optimizer was created outside strategy.scope(): its own variables (its step "
+            "counter, and the momentum of every weight) are single variables that every "
+            "replica updates in turn, once per replica and step"
+            + (f" (here {n} times per step)" if n > 1 else "")
+            + ", so training drifts away from single-device training without any error",
+            "create the optimizer inside the same `with strategy.scope():` block as the model",
+        )
+    settings = (
+        type(optimizer).__name__,
+        round(float(as_array(optimizer.learning_rate)), 7),
+        float(getattr(optimizer, "momentum", 0.0)),
+    )
+    wanted = ("SGD", LEARNING_RATE, MOMENTUM)
+    if settings[0] != wanted[0] or not np.allclose(settings[1:], wanted[1:]):
+        raise Wrong(
+            expected_got(wanted, settings, "the optimizer (type, learning rate, momentum)"),
+            "use keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM)",
+        )
+    if not optimizer.built:
+        raise Wrong(
+            "the optimizer is not built: Keras 3 would create its momentum variables in the "
+            "tf.function at the first step, on every replica at once (with more than one "
+            "replica the step fails with 'You must feed a value for placeholder tensor')",
+            "inside the scope, after creating it: optimizer.build(model.trainable_variables)",
+        )
+    momentums = list(getattr(optimizer, "momentums", []))
+    if len(momentums) != len(variables) or any(
+        tuple(m.shape) != tuple(v.shape) for m, v in zip(momentums, variables, strict=False)
+    ):
+        raise Wrong(
+            "the optimizer was built for other variables than the model's",
+            "build it for the model's: optimizer.build(model.trainable_variables)",
+        )
+    if not all(_created_in_scope(strategy, v) for v in optimizer.variables):
+        raise Wrong(
+            "some of the optimizer's variables were created outside strategy.scope()",
+            "create and build the optimizer inside `with strategy.scope():`",
+        )
+    return (
+        f"the model's {len(variables)} variables and the optimizer's "
+        f"{len(optimizer.variables)} (step counter, learning rate, {len(momentums)} momentums) "
+        f"are mirrored variables, one copy {_on_replicas(n)}"
+    )
+
+
+# --------------------------------------------------------------------------- task 4
+
+
+class _Notes:
+    """What a probe layer saw: the strategy and replica of each call in a replica context."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, Any]] = []
+
+
+def _probe():
+    """An identity Keras layer that notes the replica context of every call (in a
+    ``tf.function``, of every trace): it tells whether the model ran inside ``strategy.run``
+    and on which replicas."""
+    import keras
+    import tensorflow as tf
+
+    class ReplicaProbe(keras.layers.Layer):
+        def __init__(self, notes: _Notes) -> None:
+            super().__init__()
+            self.notes = notes
+
+        def call(self, x):
+            context = tf.distribute.get_replica_context()
+            if context is not None:
+                replica = tf.get_static_value(context.replica_id_in_sync_group)
+                self.notes.calls.append(
+                    (context.strategy, None if replica is None else int(replica))
+                )
+            return x
+
+    notes = _Notes()
+    return ReplicaProbe(notes), notes
+
+
+def _loss_of(value: Any, what: str) -> float:
+    import tensorflow as tf
+
+    if value is None:
+        raise Wrong(
+            f"{what} returned None",
+            "return the loss of the global batch: strategy.reduce(tf.distribute.ReduceOp.SUM, "
+            "per_replica_losses, axis=None)",
+        )
+    if isinstance(value, tf.distribute.DistributedValues):
+        raise Wrong(
+            f"{what} returned the replicas' losses, one per replica, not the loss of the "
+            "global batch",
+            "combine them: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, "
+            "axis=None)",
+        )
+    try:
+        array = as_array(value).astype(np.float64)
+    except (TypeError, ValueError):
+        raise Wrong(_expected("the loss, one number", value, what)) from None
+    if array.shape != ():
+        raise Wrong(
+            f"{what} returned shape {array.shape}, expected one number",
+            "reduce over the replicas with axis=None: each replica's loss is already a number",
+        )
+    return float(array)
+
+
+def _ran_on_replicas(notes: _Notes, strategy: Any, n: int) -> None:
+    replicas = {replica for s, replica in notes.calls if s is strategy}
+    if not replicas:
+        raise Wrong(
+            "your step never ran the model inside strategy.run: it ran in the cross-replica "
+            "context, where one device computes the whole global batch and nothing is "
+            "distributed",
+            "compute the logits, loss and gradients in a function that you give to "
+            "strategy.run(step_fn, args=(batch,))",
+        )
+    if replicas != set(range(n)):
+        raise Wrong(
+            f"the model ran on replicas {sorted(replicas)} only, of {n}",
+            "run the step with strategy.run(step_fn, args=(batch,))",
+        )
+
+
+@task(LAB, 4)
+def task4(answer: Any, strategy: Any) -> str:
+    """``make_train_step(strategy, model, optimizer, global_batch_size) -> train_step``,
+    where ``train_step(batch)`` takes one element of a distributed dataset, runs one
+    synchronous step on every replica and returns the mean loss of the global batch.
+
+    The checker builds the network and the optimizer in the strategy's scope (as task 3),
+    runs the learner's step for :data:`STEPS` global batches of digits and, from the same
+    initial weights, single-device steps on the same global batches; losses and weights
+    must agree to :data:`ATOL`. A probe layer checks that the model ran inside
+    ``strategy.run`` on every replica. With more than one replica, the two usual slips are
+    named: a loss averaged per replica (the weights of a step ``n`` times too large) and
+    ``ReduceOp.MEAN`` (a loss ``n`` times too small)."""
+    from dtf import data
+
+    n = _replicas(strategy)
+    g = TASK4_PER_REPLICA * n
+    digits = data.load("digits", flatten=True)
+    batches = _global_batches(digits.x_train[: STEPS * g], digits.y_train[: STEPS * g], g)
+    probe, notes = _probe()
+    with strategy.scope():
+        model = _network(probe)
+        optimizer = _optimizer()
+        optimizer.build(model.trainable_variables)
+    initial = model.get_weights()
+    step = call_function(answer, strategy, model, optimizer, g)
+    if not callable(step):
+        raise Wrong(
+            _expected("the function train_step", step, "make_train_step's result"),
+            "return train_step (the function itself)",
+        )
+    with _full_float32():
+        losses = [
+            _loss_of(call(step, element), f"train_step, step {i},")
+            for i, element in enumerate(strategy.experimental_distribute_dataset(batches))
+        ]
+        expected_losses, expected = _single_device(batches, initial)
+        _, scaled = _single_device(batches, initial, LEARNING_RATE * n) if n > 1 else (0, None)
+    got = model.get_weights()
+    _ran_on_replicas(notes, strategy, n)
+    if all(np.array_equal(a, b) for a, b in zip(initial, got, strict=True)):
+        raise Wrong(
+            f"after {STEPS} steps the weights are still the initial ones",
+            "in step_fn, after tape.gradient: optimizer.apply_gradients(zip(grads, "
+            "model.trainable_variables))",
+        )
+    names = [_variable_label(model, v) for v in model.trainable_variables]
+    if n > 1 and not _close(expected, got) and _close(scaled, got):
+        raise Wrong(
+            f"the weights after {STEPS} steps are those of single-device training with "
+            f"steps {n} times too large: each replica's loss was the mean over its own "
+            f"shard, and the all-reduce adds up the {n} replicas' gradients",
+            "scale each replica's loss by the global batch, with your replica_loss (Task 2): "
+            "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)",
+        )
+    worst = 0.0
+    for name, want, have in zip(names, expected, got, strict=True):
+        worst = max(
+            worst,
+            expect_close(
+                want,
+                have,
+                what=f"{name} after {STEPS} steps (vs. single-device training)",
+                atol=ATOL,
+                hint="in step_fn: the logits, the loss (your replica_loss) and tape.gradient "
+                "inside the GradientTape, then optimizer.apply_gradients",
+            ),
+        )
+    what = f"the loss train_step returned at each of the {STEPS} steps"
+    if n > 1 and _close(np.array(expected_losses) / n, losses, atol=ATOL, rtol=0):
+        raise Wrong(
+            f"{expected_got(np.array(expected_losses), np.array(losses), what)}; the weights "
+            f"are right, but the loss is {n} times too small: ReduceOp.MEAN averaged the "
+            "replicas' losses, each of which is already divided by the global batch",
+            "add them up: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, "
+            "axis=None)",
+        )
+    expect_close(
+        np.array(expected_losses),
+        np.array(losses),
+        what=what,
+        atol=ATOL,
+        hint="return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)",
+    )
+    note = (
+        ""
+        if hasattr(step, "get_concrete_function")
+        else "; train_step is not a tf.function, so each call runs the replicas from Python, "
+        "slowly: decorate it with @tf.function"
+    )
+    return (
+        f"{STEPS} steps over {_count(n)} match single-device training on the same global "
+        f"batches of {g} (losses {', '.join(f'{v:.4f}' for v in losses)}; largest weight "
+        f"difference {worst:.1e}){note}"
+    )
+
+
+# --------------------------------------------------------------------------- task 5
+
+
+@task(LAB, 5, optional=True)
+def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
+    """``train_epoch(strategy, x, y, per_replica_batch) -> (model, losses)``: one epoch over
+    the digits training set with the learner's pieces (tasks 1, 3 and 4), a loss per step.
+    Compared with single-device training from :func:`make_model`'s initial weights on the
+    same global batches: the losses and final weights must agree to :data:`ATOL`."""
+    from dtf import data
+
+    n = _replicas(strategy)
+    per = whole_number("per_replica_batch", per_replica_batch, minimum=1)
+    digits = data.load("digits", flatten=True)
+    x, y = digits.x_train, digits.y_train
+    g = per * n
+    steps = len(x) // g
+    if steps < 1:
+        raise Wrong(
+            f"a global batch of {per} × {n} = {g} examples is more than the {len(x)} "
+            "training examples",
+            "use a smaller PER_DEVICE_BATCH",
+        )
+    got = call_function(answer, strategy, x, y, per)
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(_expected("a pair (model, losses)", got), "return model, losses")
+    model, losses = got
+    try:
+        losses = [float(as_array(v)) for v in losses]
+    except (TypeError, ValueError):
+        raise Wrong(
+            _expected("a list of numbers, one loss per step", losses),
+            "collect float(train_step(batch)) for each batch",
+        ) from None
+    if len(losses) != steps:
+        raise Wrong(
+            expected_got(steps, len(losses), f"the number of steps of one epoch ({len(x)} // {g})"),
+            "one step per global batch of your distribute(...) (Task 1), which drops the "
+            "smaller last batch"
+            if len(losses) > steps
+            else "give distribute(...) the per-replica batch: it multiplies it by the number "
+            "of replicas itself",
+        )
+    variables = list(getattr(model, "trainable_variables", []))
+    if not variables or not all(_created_in_scope(strategy, v) for v in variables):
+        raise Wrong(
+            "the model's variables are not mirrored variables of this strategy",
+            "build the model with your make_model_and_optimizer(strategy) (Task 3)",
+        )
+    with _full_float32():
+        expected_losses, expected = _single_device(
+            _global_batches(x, y, g), make_model().get_weights()
+        )
+    hint = (
+        "train with your pieces: make_model_and_optimizer(strategy), make_train_step(strategy, "
+        "model, optimizer, global_batch) and one pass over distribute(x, y, strategy, "
+        "per_replica_batch); the checks of tasks 1 to 4 say which piece is wrong"
+    )
+    expect_close(
+        np.array(expected_losses), np.array(losses), what="the losses", atol=ATOL, hint=hint
+    )
+    worst = 0.0
+    for v, want, have in zip(variables, expected, model.get_weights(), strict=True):
+        worst = max(
+            worst,
+            expect_close(
+                want,
+                have,
+                what=f"{_variable_label(model, v)} after the epoch",
+                atol=ATOL,
+                hint=hint,
+            ),
+        )
+    return (
+        f"one epoch of {steps} steps over {_count(n)} matches single-device training: "
+        f"loss {losses[0]:.3f} → {losses[-1]:.3f}, largest weight difference {worst:.1e}"
+    )

@@ -1,0 +1,690 @@
+"""Tests of dtf.checks.lab04: right, wrong and missing answers for every task.
+
+The checkers need TensorFlow, and tasks 2 and 3 a running cluster that the process has joined,
+as the lab's kernel has. So the cases run in a TensorFlow process set up like the lab
+(tests/checks_worker.py with extra setup code): placement logging on, the gRPC keepalive
+defaults, a ``LocalCluster`` of a ``host`` (played by that process) and two workers, connected.
+Each case sends its own answer and checker call; after every case that uses the cluster, a
+health check runs: every worker answers and computes, so a checker that left a worker frozen,
+dead or unreachable fails the test that caused it, and the next case starts from a healthy
+cluster. One- and three-worker layouts have their own small cases (a second process with a
+one-worker cluster). Every test stands alone.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from dtf import checks
+from dtf.checks import lab04
+from tests.checks_worker import worker_fixture
+
+SETUP = """
+import threading
+import time
+
+import psutil
+
+from dtf.cluster import LocalCluster, answering, answers, apply_grpc_options
+
+apply_grpc_options()  # before the first connection, as in the lab's Setup
+cluster = LocalCluster({{"host": 1, "worker": {workers}}}, exclude="host").start()
+tf.config.experimental_connect_to_cluster(cluster.spec, job_name="host", task_index=0)
+"""
+
+tf_worker = worker_fixture(num_devices=1, setup=SETUP.format(workers=2))
+tf_one_worker = worker_fixture(num_devices=1, setup=SETUP.format(workers=1))
+
+STUB = "def stub(*args):\n    raise NotImplementedError\n"
+
+#: Run after every case that uses the cluster: each worker answers and computes.
+HEALTHY = """
+cluster.check(timeout=10)
+for i in range(len(cluster.as_dict()["worker"])):
+    with tf.device(f"/job:worker/task:{i}"):
+        assert float(tf.reduce_sum(tf.ones([3]))) == 3.0, i
+out["pids"] = cluster.pids
+"""
+
+
+@pytest.fixture(autouse=True)
+def fresh_scorecard():
+    checks.reset()
+    yield
+    checks.reset()
+
+
+@pytest.fixture
+def lab(tf_worker):
+    """The two-worker process; after the test, its cluster must be healthy."""
+    yield tf_worker
+    tf_worker.run(HEALTHY)
+
+
+@pytest.fixture
+def lab_one(tf_one_worker):
+    """The one-worker process; after the test, its cluster must be healthy."""
+    yield tf_one_worker
+    tf_one_worker.run(HEALTHY)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_task_of_and_worker_pair() -> None:
+    assert lab04.task_of("/job:worker/replica:0/task:1/device:CPU:0") == "/job:worker/task:1"
+    assert lab04.task_of("/job:worker/task:3/CPU:0") == "/job:worker/task:3"
+    assert lab04.task_of("CPU:0") == lab04.task_of("/device:CPU:0") == "/job:localhost/task:0"
+    spec = {"host": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}
+    assert lab04.worker_pair(spec) == ["/job:worker/task:0", "/job:worker/task:0"]
+    for n in (2, 3, 8):
+        spec["worker"] = [f"127.0.0.1:{10 + i}" for i in range(n)]
+        assert lab04.worker_pair(spec) == ["/job:worker/task:0", "/job:worker/task:1"]
+    with pytest.raises(ValueError, match="'worker' job"):
+        lab04.worker_pair({"ps": ["127.0.0.1:1"]})
+
+
+def test_layouts_and_the_expected_specs() -> None:
+    assert lab04.example_ports(2) == [2222, 2223, 2224]
+    assert lab04.layouts(2) == [
+        (2, (2222, 2223, 2224)),
+        (1, (5000, 5001)),
+        (3, (7001, 7000, 7003, 7002)),
+    ]
+    for n in range(1, 5):
+        assert len(lab04.layouts(n)) == 3 and lab04.layouts(n)[0][0] == n
+    assert lab04.expected_spec(3, (7001, 7000, 7003, 7002)) == {
+        "ps": ["127.0.0.1:7001"],
+        "worker": ["127.0.0.1:7000", "127.0.0.1:7003", "127.0.0.1:7002"],
+    }
+    assert lab04.allowed_s() == lab04.TIMEOUT_S + lab04.SLACK_S
+
+
+# --------------------------------------------------------------------------- task 1
+
+RIGHT_SPEC = """
+def right(n, ports, host="127.0.0.1", jobs=("ps", "worker")):
+    return {
+        jobs[0]: [f"{host}:{ports[0]}"],
+        jobs[1]: [f"{host}:{p}" for p in ports[1 : 1 + n]],
+    }
+"""
+
+
+def spec_case(answer: str, num_workers: int = 2) -> str:
+    return RIGHT_SPEC + f"verdict = checks.lab04.task1({answer}, {num_workers})\n"
+
+
+def test_task1_right(tf_worker) -> None:
+    first = tf_worker.run(spec_case("right"))
+    assert first.status == "correct", first.message
+    assert first.message == (
+        "Task 1: correct. 3 layouts pass dtf.cluster's checks and match tf.train.ClusterSpec; "
+        "yours has the tasks /job:ps/task:0, /job:worker/task:0, /job:worker/task:1, all on "
+        "loopback."
+    )
+    assert tf_worker.run(spec_case("right")).message == first.message  # again: the same verdict
+
+
+@pytest.mark.parametrize("num_workers", [1, 4])
+def test_task1_other_worker_counts(tf_worker, num_workers) -> None:
+    outcome = tf_worker.run(spec_case("right", num_workers))
+    assert outcome.status == "correct", outcome.message
+    assert f"/job:worker/task:{num_workers - 1}, all on loopback" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "lambda n, p: right(n, p, host='localhost')",
+        "lambda n, p: right(n, p, host='[::1]')",
+        "lambda n, p: tf.train.ClusterSpec(right(n, p))",
+        "lambda n, p: {k: tuple(v) for k, v in right(n, p).items()}",
+    ],
+    ids=["localhost", "ipv6-loopback", "cluster-spec", "tuples"],
+)
+def test_task1_other_right_answers(tf_worker, answer) -> None:
+    outcome = tf_worker.run(spec_case(answer))
+    assert outcome.status == "correct", outcome.message
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        (
+            "lambda n, p: right(n, p, jobs=('ps', 'workers'))",
+            ["dtf.cluster refuses the spec", "Did you mean 'worker' instead of 'workers'?"],
+        ),
+        (
+            "lambda n, p: {'ps': [p[0]], 'worker': list(p[1:])}",
+            ["must be a 'host:port' string, got 2222"],
+        ),
+        (
+            "lambda n, p: {'ps': f'127.0.0.1:{p[0]}', 'worker': right(n, p)['worker']}",
+            ["not one string: write ['127.0.0.1:2222']"],
+        ),
+        (
+            "lambda n, p: {'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]}",
+            ["tasks ps/0 and worker/0 have the same address '127.0.0.1:2222'"],
+        ),
+        ("lambda n, p: {'ps': 1, 'worker': n}", ["given as a number of tasks", "LocalCluster"]),
+        (
+            "lambda n, p: {'ps': [f'127.0.0.1:{p[n]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]}",
+            ["the ps task takes the first port, ports[0]"],
+        ),
+        (
+            "lambda n, p: {'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in sorted(p[1:])]}",
+            ["for 3 workers and ports [7001, 7000, 7003, 7002]", "keep the order of `ports`"],
+        ),
+        (
+            "lambda n, p: {'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in p[1:3]]}",
+            ["for 3 workers and ports", "tasks of 'worker': expected 3, got 2"],
+        ),
+        (
+            "lambda n, p: right(n, p, host='0.0.0.0')",
+            ["which no client can connect to", "listens on every interface anyway"],
+        ),
+        (
+            "lambda n, p: right(n, p, host='10.1.2.3')",
+            ["host '10.1.2.3', which is not a loopback address", "without authentication"],
+        ),
+        (
+            "lambda n, p: {**right(n, p), 'chief': ['127.0.0.1:9999']}",
+            ["the jobs: expected ['ps', 'worker'], got ['chief', 'ps', 'worker']"],
+        ),
+        (
+            "lambda n, p: {'worker': right(n, p)['worker']}",
+            ["the jobs: expected ['ps', 'worker'], got ['worker']"],
+        ),
+        ("lambda n, p: json.dumps(right(n, p))", ["got the text", "json.loads"]),
+        ("lambda n, p: list(right(n, p).values())", ["expected a dict {job: ['host:port', ...]}"]),
+        ("[]", ["expected a function"]),
+    ],
+    ids=[
+        "job-name",
+        "int-ports",
+        "one-string",
+        "off-by-one",
+        "counts",
+        "ps-last",
+        "sorted-ports",
+        "two-workers-always",
+        "any-address",
+        "not-loopback",
+        "extra-job",
+        "no-ps",
+        "json-text",
+        "list",
+        "not-a-function",
+    ],
+)
+def test_task1_wrong(tf_worker, answer, fragments) -> None:
+    outcome = tf_worker.run("import json\n" + spec_case(answer))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task1_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab04.task1({answer}, 2)")
+    assert outcome.status == "not attempted", outcome.message
+
+
+# --------------------------------------------------------------------------- task 2
+
+#: A ``two_stages`` with switches for the usual mistakes. ``where``: the device scopes of
+#: stage 1 and stage 2 (indices into ``workers``, or None for no scope); ``relu_late``: the
+#: Relu under stage 2's scope; ``function``: the stages in a ``tf.function``.
+STAGES = """
+import contextlib
+
+
+def make_stages(where=(0, 1), relu_late=False, capture=True, shift=0.0, function=False,
+                numpy=False):
+    def scope(workers, k):
+        return tf.device(workers[k]) if k is not None else contextlib.nullcontext()
+
+    def stages(x, w1, w2, workers):
+        with scope(workers, where[0]):
+            h = tf.matmul(x, w1)
+            if not relu_late:
+                h = tf.nn.relu(h)
+        with scope(workers, where[1]):
+            if relu_late:
+                h = tf.nn.relu(h)
+            return tf.matmul(h, w2)
+
+    def two_stages(x, w1, w2, workers):
+        run = tf.function(stages) if function else stages
+        block = placement.capture() if capture else contextlib.nullcontext()
+        with block as log:
+            y = run(x, w1, w2, workers)
+        if not capture:
+            with placement.capture() as log:  # a block that saw none of the ops
+                pass
+        y = y.numpy() if numpy else y
+        return (y + shift if shift else y), log.table
+
+    return two_stages
+"""
+
+
+def stages_case(who: str = "cluster", **switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return STAGES + f"verdict = checks.lab04.task2(make_stages({args}), {who})\n"
+
+
+def test_task2_right(lab) -> None:
+    first = lab.run(stages_case())
+    assert first.status == "correct", first.message
+    assert first.message == (
+        "Task 2: correct. Stage 1 ran on /job:worker/task:0 and stage 2 on /job:worker/task:1, "
+        "as the placement log shows; y lives on /job:worker/task:1 until it is read."
+    )
+    assert lab.run(stages_case()).message == first.message
+
+
+@pytest.mark.parametrize(
+    "switches", [{"function": True}, {"numpy": True}], ids=["tf-function", "numpy-result"]
+)
+def test_task2_other_right_answers(lab, switches) -> None:
+    outcome = lab.run(stages_case(**switches))
+    assert outcome.status == "correct", outcome.message
+    assert "stage 2 on /job:worker/task:1" in outcome.message
+
+
+def test_task2_one_worker_uses_it_twice(lab_one) -> None:
+    outcome = lab_one.run(stages_case())
+    assert outcome.status == "correct", outcome.message
+    assert "Both stages ran on /job:worker/task:0, the only worker" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"where": (None, None)},
+            ["ran on /job:host/task:0, this notebook's own process", "with tf.device(workers[0])"],
+        ),
+        (
+            {"where": (0, 0)},
+            ["both MatMuls ran on /job:worker/task:0; stage 2 belongs on /job:worker/task:1"],
+        ),
+        (
+            {"where": (1, 0)},
+            [
+                "for the tasks of the MatMuls, in order: expected '/job:worker/task:0, "
+                "/job:worker/task:1', got '/job:worker/task:1, /job:worker/task:0'"
+            ],
+        ),
+        (
+            {"relu_late": True},
+            ["for the task of the Relu: expected '/job:worker/task:0'", "part of stage 1"],
+        ),
+        ({"capture": False}, ["your placement table has no MatMul", "placement.capture()"]),
+        ({"shift": 1.0}, ["for y: expected", "y = tf.matmul(h, w2)"]),
+    ],
+    ids=["no-scopes", "one-worker", "reversed", "relu-late", "no-log", "value"],
+)
+def test_task2_wrong(lab, switches, fragments) -> None:
+    outcome = lab.run(stages_case(**switches))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [
+        ("lambda x, w1, w2, workers: x", "expected a pair (y, placement table)"),
+        ("lambda x, w1, w2, workers: (x @ w1 @ w2, None)", "for y: expected"),
+        ("[]", "expected a function"),
+    ],
+)
+def test_task2_malformed(lab, answer, fragment) -> None:
+    outcome = lab.run(f"verdict = checks.lab04.task2({answer}, cluster)")
+    assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
+
+
+def test_task2_a_cluster_that_does_not_run(tf_worker) -> None:
+    outcome = tf_worker.run(stages_case(who="LocalCluster({'worker': 2})"))
+    assert outcome.status == "wrong", outcome.message
+    assert "the cluster is not running" in outcome.message
+
+
+def test_checks_get_past_an_idle_connection(lab) -> None:
+    # With dtf.cluster's keepalive defaults, the first op after ~5 s without traffic can fail
+    # once with "UnavailableError: Too many pings" (measured): the checkers warm the
+    # connections up first, so a right answer stays right after a pause.
+    outcome = lab.run("time.sleep(7)\n" + stages_case())
+    assert outcome.status == "correct", outcome.message
+
+
+def test_warm_up_absorbs_the_error_a_frozen_worker_leaves(lab) -> None:
+    outcome = lab.run(
+        """
+process = psutil.Process(cluster.pid("worker/0"))
+with tf.device("/job:worker/task:0"):
+    tf.reduce_sum(tf.ones([2])).numpy()  # the connection is open
+process.suspend()
+time.sleep(3.5)  # its keepalive ping times out meanwhile
+process.resume()
+checks.lab04.warm_up(2)
+with tf.device("/job:worker/task:0"):
+    out["sum"] = float(tf.reduce_sum(tf.ones([2])))
+"""
+    )
+    assert outcome.out == {"sum": 2.0}
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task2_not_attempted(lab, answer) -> None:
+    outcome = lab.run(STUB + f"verdict = checks.lab04.task2({answer}, cluster)")
+    assert outcome.status == "not attempted", outcome.message
+
+
+# --------------------------------------------------------------------------- task 3
+
+#: The solution of the lab, and variants: ``naive`` sends every op and catches the error
+#: (the keepalive defaults bound a frozen worker at ~3 s); ``key`` names the dict's keys.
+SUMS = """
+def right(x, spec, timeout, key=lambda i: i, value=float):
+    up = answering(spec["worker"], timeout=timeout)
+    sums = {}
+    for i, address in enumerate(spec["worker"]):
+        sums[key(i)] = None
+        if not up[address]:
+            continue
+        try:
+            with tf.device(f"/job:worker/task:{i}"):
+                sums[key(i)] = value(tf.reduce_sum(x))
+        except tf.errors.OpError:
+            pass
+    return sums
+
+
+def naive(x, spec, timeout):
+    sums = {}
+    for i in range(len(spec["worker"])):
+        try:
+            with tf.device(f"/job:worker/task:{i}"):
+                sums[i] = float(tf.reduce_sum(x))
+        except tf.errors.OpError:
+            sums[i] = None
+    return sums
+"""
+
+
+def sums_case(answer: str, who: str = "cluster") -> str:
+    return SUMS + f"verdict = checks.lab04.task3({answer}, {who})\n"
+
+
+def test_task3_right(lab) -> None:
+    before = lab.run("out['pids'] = cluster.pids").out["pids"]
+    first = lab.run(sums_case("right"))
+    assert first.status == "correct", first.message
+    assert first.message == (
+        "Task 3: correct. With every worker up you returned the 2 sums, computed on the "
+        "workers; a frozen worker 0 and a killed worker 1 were reported down (None), each time "
+        "within the 4 s allowed. The checker has resumed worker 0, restarted worker 1 and "
+        "connected again."
+    )
+    after = lab.run("out['pids'] = cluster.pids").out["pids"]
+    assert after["worker/0"] == before["worker/0"]  # resumed, not restarted
+    assert after["worker/1"] != before["worker/1"]  # killed and started again
+    assert lab.run(sums_case("right")).message == first.message  # again: the same verdict
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "naive",
+        "lambda x, s, t: right(x, s, t, key=lambda i: f'worker/{i}')",
+        "lambda x, s, t: right(x, s, t, key=lambda i: f'/job:worker/task:{i}')",
+        "lambda x, s, t: right(x, s, t, value=lambda v: v)",  # a tensor left on the worker
+    ],
+    ids=["keepalive-only", "task-names", "device-names", "tensors"],
+)
+def test_task3_other_right_answers(lab, answer) -> None:
+    outcome = lab.run(sums_case(answer))
+    assert outcome.status == "correct", outcome.message
+
+
+def test_task3_one_worker(lab_one) -> None:
+    outcome = lab_one.run(sums_case("right"))
+    assert outcome.status == "correct", outcome.message
+    assert "worker 0, the only one, was reported down while frozen and while killed" in (
+        outcome.message
+    )
+
+
+def test_task3_really_freezes_and_kills_the_workers(lab) -> None:
+    # The answer records what it finds at each call: every worker answering, then worker 0
+    # stopped (SIGSTOP) and silent, then worker 1 gone.
+    outcome = lab.run(
+        SUMS
+        + """
+seen = []
+
+
+def recording(x, spec, timeout):
+    row = {"answering": list(answering(spec["worker"], timeout=1.0).values())}
+    for i in range(len(spec["worker"])):
+        try:
+            row[i] = psutil.Process(cluster.pid(f"worker/{i}")).status()
+        except psutil.NoSuchProcess:
+            row[i] = "gone"
+    seen.append(row)
+    return right(x, spec, timeout)
+
+
+verdict = checks.lab04.task3(recording, cluster)
+out["seen"] = seen
+"""
+    )
+    assert outcome.status == "correct", outcome.message
+    seen = outcome.out["seen"]
+    assert [row["answering"] for row in seen] == [[True, True], [False, True], [True, False]]
+    assert seen[1]["0"] == "stopped" and seen[1]["1"] != "stopped"
+    assert seen[2]["1"] in ("gone", "zombie") and seen[2]["0"] != "stopped"
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        (
+            """
+def answer(x, spec, timeout):
+    sums = {}
+    for i in range(len(spec["worker"])):
+        with tf.device(f"/job:worker/task:{i}"):
+            sums[i] = float(tf.reduce_sum(x))
+    return sums
+""",
+            [
+                "with worker 0 frozen: `answer` raised UnavailableError",
+                "must give None, not an exception",
+            ],
+        ),
+        (
+            """
+def answer(x, spec, timeout):
+    return {i: 0.0 if v is None else v for i, v in right(x, spec, timeout).items()}
+""",
+            ["with worker 0 frozen: for worker 0, expected None, got 0", "worker 0 is frozen"],
+        ),
+        (
+            """
+def answer(x, spec, timeout):
+    sums = right(x, spec, timeout)
+    return sums if None not in sums.values() else {i: None for i in sums}
+""",
+            ["with worker 0 frozen: for worker 1, which is up, expected 66, got None"],
+        ),
+        (
+            """
+def answer(x, spec, timeout):
+    up = answering(spec["worker"], timeout=timeout)
+    return {i: float(np.sum(x)) if up[a] else None for i, a in enumerate(spec["worker"])}
+""",
+            [
+                "with every worker up: the sum for worker 0 was not computed on "
+                "/job:worker/task:0 (the placement log shows Sum on nowhere)"
+            ],
+        ),
+        (
+            """
+def answer(x, spec, timeout):
+    with tf.device("/job:worker/task:0"):
+        total = float(tf.reduce_sum(x))
+    return {i: total for i in range(len(spec["worker"]))}
+""",
+            ["the sum for worker 1 was not computed on /job:worker/task:1"],
+        ),
+        (
+            """
+def answer(x, spec, timeout):
+    return {i: v for i, v in right(x, spec, timeout).items() if v is not None}
+""",
+            ["with worker 0 frozen: your dict has no entry for worker 0", "None for a worker"],
+        ),
+        (
+            "lambda x, s, t: {**right(x, s, t), 'host/0': None}",
+            ["an entry for host/0, which is not a worker"],
+        ),
+        ("lambda x, s, t: {**right(x, s, t), 5: None}", ["there is no worker 5"]),
+        ("lambda x, s, t: list(right(x, s, t).values())", ["expected a dict {worker index"]),
+        ("lambda x, s, t: {0: x, 1: x}", ["expected one number (the sum of x)"]),
+        ("lambda x, s, t: s['ps']", ["with every worker up: `<lambda>` raised KeyError"]),
+        ("[]", ["expected a function"]),
+    ],
+    ids=[
+        "no-catch",
+        "zero-for-down",
+        "all-or-nothing",
+        "computed-here",
+        "one-sum-for-all",
+        "down-left-out",
+        "extra-task",
+        "extra-index",
+        "list",
+        "not-summed",
+        "raises",
+        "not-a-function",
+    ],
+)
+def test_task3_wrong(lab, answer, fragments) -> None:
+    outcome = lab.run(
+        SUMS
+        + ("answer = " if answer.startswith(("lambda", "[")) else "")
+        + answer
+        + "\nverdict = checks.lab04.task3(answer, cluster)\n"
+    )
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+def test_task3_a_slow_answer_is_wrong(lab) -> None:
+    outcome = lab.run(
+        sums_case(
+            "lambda x, s, t: (lambda r: (time.sleep(3.5) if None in r.values() else None, r)[1])"
+            "(right(x, s, t))"
+        )
+    )
+    assert outcome.status == "wrong", outcome.message
+    assert "with worker 0 frozen: your function returned, but after more than the 4 s allowed" in (
+        outcome.message
+    )
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [
+        # Waits with a timeout of its own, far longer than the one it was given.
+        ("lambda x, s, t: right(x, s, 30.0)", "the `timeout` you were given"),
+        # Waits for an event that only the test sets: a function that never returns.
+        (
+            "lambda x, s, t: (lambda r: (gate.wait() if None in r.values() else None, r)[1])"
+            "(right(x, s, t))",
+            "ask each worker with a bounded wait",
+        ),
+    ],
+    ids=["own-timeout", "never-returns"],
+)
+def test_task3_a_function_that_hangs_is_reported_not_waited_for(lab, answer, fragment) -> None:
+    began = time.monotonic()
+    outcome = lab.run(
+        "gate = threading.Event()\n"
+        + sums_case(answer)
+        + "gate.set()  # lets the thread the checker left behind end\n"
+    )
+    seconds = time.monotonic() - began
+    assert outcome.status == "wrong", outcome.message
+    limit = lab04.allowed_s() + lab04.GRACE_S
+    assert f"with worker 0 frozen: your function did not return within {limit:g} s" in (
+        outcome.message
+    )
+    assert fragment in outcome.message, outcome.message
+    assert seconds < limit + 10, seconds  # the checker itself never waits much longer
+
+
+def test_task3_a_cluster_that_does_not_run(tf_worker) -> None:
+    outcome = tf_worker.run(
+        SUMS + "verdict = checks.lab04.task3(right, LocalCluster({'worker': 1}))\n"
+    )
+    assert outcome.status == "wrong", outcome.message
+    assert "the cluster is not running" in outcome.message
+
+
+def test_task3_needs_the_client_task(tf_worker) -> None:
+    outcome = tf_worker.run(
+        "import types\n"
+        + sums_case(
+            "right",
+            who="types.SimpleNamespace(running=True, excluded=frozenset(), "
+            "as_dict=cluster.as_dict)",
+        )
+    )
+    assert outcome.status == "wrong", outcome.message
+    assert "the checker needs the lab's cluster: one task (host/0)" in outcome.message
+
+
+def test_task3_says_when_it_cannot_restore_the_cluster(lab) -> None:
+    outcome = lab.run(
+        SUMS
+        + """
+def broken(task, timeout=None):
+    raise RuntimeError("no restart today")
+
+
+cluster.restart = broken
+try:
+    verdict = checks.lab04.task3(right, cluster)
+finally:
+    del cluster.restart  # the method again; then restore by hand
+    checks.lab04._restore(cluster, psutil.Process(cluster.pid("worker/0")), "worker/1")
+"""
+    )
+    assert outcome.status == "wrong", outcome.message
+    assert "could not restore the cluster after its check (RuntimeError: no restart today)" in (
+        outcome.message
+    )
+    assert "Restart the kernel" in outcome.message
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task3_not_attempted_touches_no_worker(lab, answer) -> None:
+    before = lab.run("out['pids'] = cluster.pids").out["pids"]
+    began = time.monotonic()
+    outcome = lab.run(STUB + f"verdict = checks.lab04.task3({answer}, cluster)")
+    assert outcome.status == "not attempted", outcome.message
+    assert time.monotonic() - began < lab04.TIMEOUT_S  # no worker was frozen or killed
+    assert lab.run("out['pids'] = cluster.pids").out["pids"] == before

@@ -1,0 +1,712 @@
+"""Tests of dtf.checks.lab05: right, wrong and missing answers for every task.
+
+The checkers train on the lab's MirroredStrategy, so the cases run in one TensorFlow process
+set up like the lab (2 logical CPUs) whose single MirroredStrategy, ``strategy``, is made once
+in the worker's setup: a second MirroredStrategy in the same process would break the
+collective all-reduce of both (tensorflow#62790), which is also why the checkers never make
+one. Each case defines its own answer, from the switchable answers below, and stands alone.
+
+Besides the typical mistakes, the tests guard what the checkers claim to do, so that a
+mutated checker fails here: Task 4's really trains the learner's step on the strategy's two
+replicas (a step that runs the model outside ``strategy.run`` is wrong even though its weights
+are right; the verdict names two replicas), compares with an independent single-device
+reference (the per-replica-mean and MEAN slips are caught) and a mutated Task 4 checker is
+shown to let those answers through.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.checks_worker import worker_fixture
+
+tf_worker = worker_fixture(
+    num_devices=2, setup="strategy = tf.distribute.MirroredStrategy(D)\nimport keras\n"
+)
+
+STUB = "def stub(*args):\n    raise NotImplementedError\n"
+
+
+def verdict_of(tf_worker, code: str):
+    return tf_worker.run(code)
+
+
+def assert_verdict(outcome, status: str, fragments=()) -> None:
+    assert outcome.status == status, outcome.message
+    for fragment in fragments:
+        assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+# --------------------------------------------------------------------------- answers
+
+#: Task 1: ``distribute`` with switches for the usual mistakes.
+DISTRIBUTE = """
+def make_distribute(batch="global", drop=True, distributed=True, repeat=False, shuffle=False,
+                    iterator=False, from_function=False, split=False):
+    def distribute(x, y, strategy, per_replica_batch):
+        n = strategy.num_replicas_in_sync
+        size = per_replica_batch * n if batch == "global" else per_replica_batch
+        if split:  # x and y in separate datasets, x shuffled
+            xs = tf.data.Dataset.from_tensor_slices(x).shuffle(len(x), seed=1)
+            ds = tf.data.Dataset.zip((xs, tf.data.Dataset.from_tensor_slices(y)))
+        else:
+            ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if shuffle:
+            ds = ds.shuffle(len(x), seed=1)
+        if repeat:
+            ds = ds.repeat()
+        if from_function:
+            def make(context):
+                per = context.get_per_replica_batch_size(size)
+                return ds.batch(per * n, drop_remainder=drop).rebatch(per)
+            return strategy.distribute_datasets_from_function(make)
+        ds = ds.batch(size, drop_remainder=drop)
+        if not distributed:
+            return ds
+        dist = strategy.experimental_distribute_dataset(ds)
+        return iter(dist) if iterator else dist
+    return distribute
+"""
+
+
+def task1(**switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return DISTRIBUTE + f"verdict = checks.lab05.task1(make_distribute({args}), strategy)\n"
+
+
+#: Task 2: ``replica_loss`` in several ways, right and wrong.
+LOSS = """
+def make_loss(kind="global"):
+    def replica_loss(labels, logits, global_batch_size):
+        per_example = keras.losses.sparse_categorical_crossentropy(
+            labels, logits, from_logits=kind != "probabilities"
+        )
+        if kind in ("global", "probabilities"):
+            return tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
+        if kind == "by-hand":
+            return tf.reduce_sum(per_example) / global_batch_size
+        if kind == "keras-class":  # as TensorFlow's custom-loop tutorial does
+            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+            return tf.nn.compute_average_loss(loss(labels, logits),
+                                              global_batch_size=global_batch_size)
+        if kind == "mean":
+            return tf.reduce_mean(per_example)
+        if kind == "no-global":
+            return tf.nn.compute_average_loss(per_example)
+        if kind == "mean-over-4":
+            return tf.reduce_mean(per_example) / 4
+        if kind == "sum":
+            return tf.reduce_sum(per_example)
+        if kind == "vector":
+            return per_example / global_batch_size
+        if kind == "nan-safe-mean-over-4":  # the mean over 4 replicas, without NaN
+            return tf.math.divide_no_nan(tf.reduce_sum(per_example), 4.0 * tf.cast(
+                tf.size(per_example), tf.float32))
+        raise AssertionError(kind)
+    return replica_loss
+"""
+
+
+def task2(kind: str) -> str:
+    return LOSS + f"verdict = checks.lab05.task2(make_loss({kind!r}))\n"
+
+
+#: Task 3: ``make_model_and_optimizer`` with switches: where the model and the optimizer are
+#: created, whether and where the optimizer is built.
+BUILD = """
+import contextlib
+
+
+def make_build(model_in=True, opt_in=True, build="in", swap=False, optimizer="sgd",
+               no_input=False):
+    def make_model_and_optimizer(strategy):
+        def scope(inside):
+            return strategy.scope() if inside else contextlib.nullcontext()
+
+        with scope(model_in):
+            if no_input:
+                model = keras.Sequential([keras.layers.Dense(32), keras.layers.Dense(10)])
+            else:
+                model = checks.lab05.make_model()
+        with scope(opt_in):
+            if optimizer == "sgd":
+                opt = keras.optimizers.SGD(checks.lab05.LEARNING_RATE,
+                                           momentum=checks.lab05.MOMENTUM)
+            else:
+                opt = keras.optimizers.Adam(checks.lab05.LEARNING_RATE)
+        if build is not None:
+            with scope(build == "in"):
+                opt.build(model.trainable_variables)
+        return (opt, model) if swap else (model, opt)
+    return make_model_and_optimizer
+"""
+
+
+def task3(**switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return BUILD + f"verdict = checks.lab05.task3(make_build({args}), strategy)\n"
+
+
+#: Task 4: ``make_train_step`` with switches for the usual mistakes.
+STEP = """
+def make_make_train_step(loss="global", reduce="SUM", run=True, apply=True, function=True,
+                         result="reduced"):
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
+
+    def make_train_step(strategy, model, optimizer, global_batch_size):
+        def step_fn(batch):
+            x, y = batch
+            with tf.GradientTape() as tape:
+                per_example = ce(y, model(x, training=True))
+                if loss == "global":
+                    value = tf.nn.compute_average_loss(per_example,
+                                                       global_batch_size=global_batch_size)
+                else:
+                    value = tf.reduce_mean(per_example)
+            grads = tape.gradient(value, model.trainable_variables)
+            if apply:
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return value
+
+        def train_step(batch):
+            if not run:  # the whole global batch in the cross-replica context
+                x = tf.concat(strategy.experimental_local_results(batch[0]), axis=0)
+                y = tf.concat(strategy.experimental_local_results(batch[1]), axis=0)
+                with tf.GradientTape() as tape:
+                    value = tf.reduce_mean(ce(y, model(x, training=True)))
+                grads = tape.gradient(value, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                return value
+            per_replica = strategy.run(step_fn, args=(batch,))
+            if result == "per-replica":
+                return per_replica
+            if result == "none":
+                return None
+            op = getattr(tf.distribute.ReduceOp, reduce)
+            return strategy.reduce(op, per_replica, axis=None)
+
+        return tf.function(train_step) if function else train_step
+
+    return make_train_step
+"""
+
+
+def task4(**switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return STEP + f"verdict = checks.lab05.task4(make_make_train_step({args}), strategy)\n"
+
+
+#: Task 5: ``train_epoch`` from the pieces above.
+EPOCH = (
+    DISTRIBUTE
+    + BUILD
+    + STEP
+    + """
+def make_train_epoch(drop=True, loss="global", per_replica=True):
+    distribute = make_distribute(drop=drop)
+    make_model_and_optimizer = make_build()
+    make_train_step = make_make_train_step(loss=loss)
+
+    def train_epoch(strategy, x, y, per_replica_batch):
+        global_batch = per_replica_batch * strategy.num_replicas_in_sync
+        model, optimizer = make_model_and_optimizer(strategy)
+        train_step = make_train_step(strategy, model, optimizer, global_batch)
+        batches = distribute(x, y, strategy, per_replica_batch if per_replica else global_batch)
+        return model, [float(train_step(batch)) for batch in batches]
+
+    return train_epoch
+"""
+)
+
+
+def task5(per_replica_batch: int = 16, **switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return (
+        EPOCH
+        + f"verdict = checks.lab05.task5(make_train_epoch({args}), strategy, {per_replica_batch})\n"
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_make_model_gives_the_same_weights_every_time(tf_worker) -> None:
+    outcome = tf_worker.run(
+        "a, b = checks.lab05.make_model(), checks.lab05.make_model()\n"
+        "out['same'] = all(np.array_equal(u, v) for u, v in zip(a.get_weights(), "
+        "b.get_weights()))\n"
+        "out['shapes'] = [list(w.shape) for w in a.get_weights()]\n"
+    )
+    assert outcome.out == {"same": True, "shapes": [[64, 32], [32], [32, 10], [10]]}
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def test_task1_right(tf_worker) -> None:
+    first = tf_worker.run(task1())
+    assert first.message == (
+        "Task 1: correct. Global batches of 6 = 3 × 2 and 4 = 2 × 2 examples reached the "
+        "replicas as equal shards, and the smaller last batches were dropped."
+    )
+    assert tf_worker.run(task1()).message == first.message  # again: the same verdict
+
+
+@pytest.mark.parametrize(
+    "switches", [{"shuffle": True}, {"from_function": True}], ids=["shuffled", "from-function"]
+)
+def test_task1_other_right_answers(tf_worker, switches) -> None:
+    assert_verdict(tf_worker.run(task1(**switches)), "correct")
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"distributed": False},
+            [
+                "you returned a tf.data.Dataset, not a distributed one",
+                "every replica whole",
+                "strategy.experimental_distribute_dataset(dataset)",
+            ],
+        ),
+        (
+            {"drop": False},
+            [
+                "the last global batch holds only 3 examples, and the replicas get 2, 1 of them",
+                "drop_remainder=True",
+            ],
+        ),
+        (
+            {"batch": "per-replica"},
+            [
+                "each global batch holds 3 examples, which the 2 replicas share as 2, 1",
+                "per_replica_batch * strategy.num_replicas_in_sync (here 6)",
+            ],
+        ),
+        ({"repeat": True}, ["examples seen twice", "no repeat()"]),
+        ({"iterator": True}, ["an iterator over the distributed dataset"]),
+        ({"split": True}, ["the labels no longer belong to their examples"]),
+    ],
+    ids=[
+        "not-distributed",
+        "no-drop-remainder",
+        "per-replica-batch",
+        "repeat",
+        "iterator",
+        "split",
+    ],
+)
+def test_task1_wrong(tf_worker, switches, fragments) -> None:
+    assert_verdict(tf_worker.run(task1(**switches)), "wrong", fragments)
+
+
+def test_task1_a_smaller_last_batch_can_leave_a_replica_empty(tf_worker) -> None:
+    # What the lab and the Task 1 messages say about the strategy: it cuts a batch of 4 into
+    # 2 and 2, and a last batch of 1 into 1 and nothing.
+    outcome = tf_worker.run(
+        "ds = tf.data.Dataset.range(5).batch(4)\n"
+        "out['shards'] = [[len(t) for t in strategy.experimental_local_results(b)] "
+        "for b in strategy.experimental_distribute_dataset(ds)]\n"
+    )
+    assert outcome.out["shards"] == [[2, 2], [1, 0]]
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [
+        ("lambda x, y, s, p: 3", "expected a distributed dataset"),
+        ("[]", "expected a function"),
+    ],
+)
+def test_task1_malformed(tf_worker, answer, fragment) -> None:
+    outcome = tf_worker.run(f"verdict = checks.lab05.task1({answer}, strategy)")
+    assert_verdict(outcome, "wrong", [fragment])
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task1_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task1({answer}, strategy)")
+    assert_verdict(outcome, "not attempted")
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def test_task2_right(tf_worker) -> None:
+    first = tf_worker.run(task2("global"))
+    assert first.message == (
+        "Task 2: correct. For shards of 3, 3, 2 and 2 of a global batch of 10 (and 3 other "
+        "splits, one with an empty shard) the replicas' losses add up to the mean loss of the "
+        "global batch."
+    )
+    assert tf_worker.run(task2("global")).message == first.message
+
+
+@pytest.mark.parametrize("kind", ["by-hand", "keras-class"])
+def test_task2_other_right_answers(tf_worker, kind) -> None:
+    assert_verdict(tf_worker.run(task2(kind)), "correct")
+
+
+@pytest.mark.parametrize(
+    "kind, fragments",
+    [
+        (
+            "mean",
+            [
+                "replica 0 of 4, with 3 of a global batch of 12",
+                "the mean over this replica's 3 examples only",
+                "4 times the mean loss of the global batch",
+                "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)",
+            ],
+        ),
+        ("no-global", ["the mean over this replica's 3 examples only"]),
+        (
+            "mean-over-4",
+            [
+                "replica 0 of 4, with 3 of a global batch of 10",
+                "the replica's mean divided by the number of replicas",
+                "here they have 3, 3, 2, 2",
+            ],
+        ),
+        (
+            "nan-safe-mean-over-4",
+            ["replica 0 of 4, with 3 of a global batch of 10", "divided by the number of replicas"],
+        ),
+        ("sum", ["that is the sum of the losses"]),
+        ("probabilities", ["taken for probabilities", "from_logits=True"]),
+        ("vector", ["expected one number, got shape (3,)"]),
+    ],
+    ids=["mean", "no-global", "mean-over-4", "nan-safe", "sum", "probabilities", "vector"],
+)
+def test_task2_wrong(tf_worker, kind, fragments) -> None:
+    assert_verdict(tf_worker.run(task2(kind)), "wrong", fragments)
+
+
+def test_task2_an_empty_shard_must_not_give_nan(tf_worker) -> None:
+    code = (
+        LOSS
+        + "def only_nan(labels, logits, n):\n"
+        + "    if len(labels) == 0:\n"
+        + "        return tf.constant(float('nan'))\n"
+        + "    return make_loss()(labels, logits, n)\n"
+        + "verdict = checks.lab05.task2(only_nan)\n"
+    )
+    assert_verdict(
+        tf_worker.run(code),
+        "wrong",
+        ["replica 3 of 4, with 0 of a global batch of 3", "got NaN", "gives 0 for an empty shard"],
+    )
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task2_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task2({answer})")
+    assert_verdict(outcome, "not attempted")
+
+
+# --------------------------------------------------------------------------- task 3
+
+
+def test_task3_right(tf_worker) -> None:
+    first = tf_worker.run(task3())
+    assert first.message == (
+        "Task 3: correct. The model's 4 variables and the optimizer's 6 (step counter, "
+        "learning rate, 4 momentums) are mirrored variables, one copy on each of the 2 replicas."
+    )
+    assert tf_worker.run(task3()).message == first.message
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"model_in": False, "opt_in": False, "build": "out"},
+            [
+                "the model's variables (layer 0's kernel, layer 0's bias, layer 1's kernel, "
+                "layer 1's bias) were created outside strategy.scope()",
+                "not a mirrored copy on each of the 2 replicas",
+            ],
+        ),
+        (
+            {"model_in": False},
+            ["colocate_vars_with", "create the model inside `with strategy.scope():` too"],
+        ),
+        (
+            {"opt_in": False, "build": "out"},
+            [
+                "the optimizer was created outside strategy.scope()",
+                "once per replica and step (here 2 times per step)",
+                "without any error",
+            ],
+        ),
+        ({"opt_in": False}, ["Mixing different tf.distribute.Strategy objects", "belongs to"]),
+        ({"build": "out"}, ['Need to be inside "with strategy.scope()"', "inside the `with"]),
+        (
+            {"build": None},
+            [
+                "the optimizer is not built",
+                "You must feed a value for placeholder tensor",
+                "optimizer.build(model.trainable_variables)",
+            ],
+        ),
+        ({"swap": True}, ["you returned (optimizer, model)"]),
+        ({"optimizer": "adam"}, ["for the optimizer (type, learning rate, momentum)"]),
+        ({"no_input": True}, ["the model has no variables yet", "make_model()"]),
+    ],
+    ids=[
+        "all-outside",
+        "model-outside",
+        "optimizer-outside",
+        "optimizer-outside-built-inside",
+        "built-outside",
+        "not-built",
+        "swapped",
+        "adam",
+        "no-input",
+    ],
+)
+def test_task3_wrong(tf_worker, switches, fragments) -> None:
+    outcome = tf_worker.run(task3(**switches))
+    assert_verdict(outcome, "wrong", fragments)
+    assert " at 0x" not in outcome.message  # no object addresses: the verdict is repeatable
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [("lambda s: 3", "expected a pair (model, optimizer)"), ("lambda s: (1, 2)", "a Keras model")],
+)
+def test_task3_malformed(tf_worker, answer, fragment) -> None:
+    outcome = tf_worker.run(f"verdict = checks.lab05.task3({answer}, strategy)")
+    assert_verdict(outcome, "wrong", [fragment])
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task3_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task3({answer}, strategy)")
+    assert_verdict(outcome, "not attempted")
+
+
+# --------------------------------------------------------------------------- task 4
+
+
+def test_task4_right_on_both_replicas(tf_worker) -> None:
+    first = tf_worker.run(task4())
+    assert first.status == "correct", first.message
+    assert first.message.startswith(
+        "Task 4: correct. 3 steps over 2 replicas match single-device training on the same "
+        "global batches of 16 (losses "
+    )
+    assert "not a tf.function" not in first.message
+    assert tf_worker.run(task4()).message == first.message
+
+
+def test_task4_losses_are_those_of_single_device_training(tf_worker) -> None:
+    # An independent reference, written here: Keras on one device, the same batches.
+    outcome = tf_worker.run(
+        """
+from dtf import data
+
+digits = data.load("digits", flatten=True)
+model = checks.lab05.make_model()
+opt = keras.optimizers.SGD(checks.lab05.LEARNING_RATE, momentum=checks.lab05.MOMENTUM)
+out["losses"] = []
+for i in range(3):
+    x, y = digits.x_train[i * 16 : (i + 1) * 16], digits.y_train[i * 16 : (i + 1) * 16]
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(
+            keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True)
+        )
+    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
+                            model.trainable_variables))
+    out["losses"].append(float(loss))
+"""
+        + task4()
+    )
+    assert outcome.status == "correct", outcome.message
+    shown = ", ".join(f"{v:.4f}" for v in outcome.out["losses"])
+    assert f"(losses {shown};" in outcome.message
+
+
+def test_task4_eager_step_is_right_with_a_note(tf_worker) -> None:
+    outcome = tf_worker.run(task4(function=False))
+    assert_verdict(outcome, "correct", ["train_step is not a tf.function", "@tf.function"])
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"loss": "mean"},
+            [
+                "the weights after 3 steps are those of single-device training with steps 2 "
+                "times too large",
+                "each replica's loss was the mean over its own shard",
+                "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)",
+            ],
+        ),
+        (
+            {"loss": "mean", "reduce": "MEAN"},
+            ["steps 2 times too large", "compute_average_loss"],
+        ),
+        (
+            {"reduce": "MEAN"},
+            [
+                "the weights are right, but the loss is 2 times too small",
+                "ReduceOp.MEAN averaged the replicas' losses",
+                "strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)",
+            ],
+        ),
+        (
+            {"run": False},
+            [
+                "your step never ran the model inside strategy.run",
+                "one device computes the whole global batch",
+                "strategy.run(step_fn, args=(batch,))",
+            ],
+        ),
+        ({"apply": False}, ["the weights are still the initial ones", "apply_gradients"]),
+        (
+            {"result": "per-replica"},
+            ["returned the replicas' losses, one per replica", "strategy.reduce("],
+        ),
+        ({"result": "none"}, ["returned None", "strategy.reduce("]),
+    ],
+    ids=[
+        "mean-loss",
+        "mean-loss-and-mean",
+        "reduce-mean",
+        "outside-run",
+        "no-update",
+        "per-replica",
+        "none",
+    ],
+)
+def test_task4_wrong(tf_worker, switches, fragments) -> None:
+    assert_verdict(tf_worker.run(task4(**switches)), "wrong", fragments)
+
+
+def test_task4_names_an_unfinished_task2(tf_worker) -> None:
+    code = """
+def replica_loss(labels, logits, global_batch_size):
+    raise NotImplementedError("Task 2: write your code here")
+
+
+def make_train_step(strategy, model, optimizer, global_batch_size):
+    def step_fn(batch):
+        x, y = batch
+        with tf.GradientTape() as tape:
+            loss = replica_loss(y, model(x, training=True), global_batch_size)
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    @tf.function
+    def train_step(batch):
+        return strategy.reduce("SUM", strategy.run(step_fn, args=(batch,)), axis=None)
+
+    return train_step
+
+
+verdict = checks.lab05.task4(make_train_step, strategy)
+"""
+    assert_verdict(tf_worker.run(code), "wrong", ["calls code of Task 2", "finish Task 2 first"])
+
+
+def test_task4_a_step_that_raises(tf_worker) -> None:
+    outcome = tf_worker.run(
+        "verdict = checks.lab05.task4(lambda s, m, o, g: (lambda batch: 1 / 0), strategy)"
+    )
+    assert_verdict(outcome, "wrong", ["raised ZeroDivisionError"])
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task4_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task4({answer}, strategy)")
+    assert_verdict(outcome, "not attempted")
+
+
+MUTATIONS = {
+    # The probe's verdict ignored: a step outside strategy.run would pass.
+    "no-probe": ("_ran_on_replicas", "lambda *args: None", {"run": False}),
+    # A reference trained like the per-replica-mean slip: that slip would pass.
+    "scaled-reference": (
+        "_single_device",
+        "lambda batches, initial, lr=checks.lab05.LEARNING_RATE: original(batches, initial, "
+        "lr * strategy.num_replicas_in_sync)",
+        {"loss": "mean", "reduce": "MEAN"},
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(MUTATIONS))
+def test_task4_mutated_checker_is_caught(tf_worker, mutation) -> None:
+    """The same wrong answer that test_task4_wrong rejects passes a mutated checker: the
+    tests above are what would catch that mutation."""
+    name, replacement, switches = MUTATIONS[mutation]
+    code = (
+        f"original = checks.lab05.{name}\n"
+        f"checks.lab05.{name} = {replacement}\n"
+        "try:\n"
+        + "\n".join("    " + line for line in task4(**switches).splitlines())
+        + "\nfinally:\n"
+        f"    checks.lab05.{name} = original\n"
+    )
+    assert tf_worker.run(code).status == "correct"
+    assert tf_worker.run(task4(**switches)).status == "wrong"
+
+
+# --------------------------------------------------------------------------- task 5
+
+
+def test_task5_right(tf_worker) -> None:
+    first = tf_worker.run(task5())
+    assert first.status == "correct", first.message
+    assert first.message.startswith(
+        "Task 5: correct. One epoch of 44 steps over 2 replicas matches single-device "
+        "training: loss 2.3"
+    ), first.message
+    assert tf_worker.run(task5()).message == first.message
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        ({"loss": "mean"}, ["for the losses: expected", "the checks of tasks 1 to 4"]),
+        (
+            {"drop": False},
+            ["for the number of steps of one epoch (1437 // 32): expected 44, got 45"],
+        ),
+        ({"per_replica": False}, ["expected 44, got 22"]),
+    ],
+    ids=["mean-loss", "no-drop-remainder", "global-as-per-replica"],
+)
+def test_task5_wrong(tf_worker, switches, fragments) -> None:
+    assert_verdict(tf_worker.run(task5(**switches)), "wrong", fragments)
+
+
+def test_task5_a_batch_larger_than_the_data(tf_worker) -> None:
+    outcome = tf_worker.run(task5(per_replica_batch=1000))
+    assert_verdict(outcome, "wrong", ["1000 × 2 = 2000 examples is more than the 1437"])
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task5_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task5({answer}, strategy, 16)")
+    assert_verdict(outcome, "not attempted")
+
+
+def test_task5_names_an_unfinished_task(tf_worker) -> None:
+    code = """
+def make_model_and_optimizer(strategy):
+    raise NotImplementedError("Task 3: write your code here")
+
+
+def train_epoch(strategy, x, y, per_replica_batch):
+    model, optimizer = make_model_and_optimizer(strategy)
+    return model, []
+
+
+verdict = checks.lab05.task5(train_epoch, strategy, 16)
+"""
+    assert_verdict(tf_worker.run(code), "wrong", ["finish Task 3 first"])
