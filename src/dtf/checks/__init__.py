@@ -41,7 +41,7 @@ two digits). Everything here imports TensorFlow lazily, inside the checkers that
 
 from __future__ import annotations
 
-from dtf.checks import lab01, lab02, lab03, lab04, lab05
+from dtf.checks import lab01, lab02, lab03, lab04, lab05, lab06
 from dtf.checks.core import (
     CORRECT,
     NOT_ATTEMPTED,
@@ -84,6 +84,7 @@ __all__ = [
     "lab03",
     "lab04",
     "lab05",
+    "lab06",
     "reset",
     "short",
     "summary",

@@ -1,0 +1,1169 @@
+"""Checkers of Lab 06 · Surviving a killed worker (``labs/06_fault_tolerance_lab.ipynb``).
+
+The lab's workers are :mod:`dtf.multiworker` processes: every worker runs the course's fixed
+program (:func:`dtf.multiworker.program.train`), so a learner cannot hand them code. The tasks
+are therefore what happens *around* the workers, and each checker verifies its answer
+against what TensorFlow and the real workers do:
+
+1. :func:`task1`: where each worker writes its checkpoints: the chief the real folder,
+   every other worker a folder of its own inside it. Checked for every task of three
+   clusters (the lab's workers, a cluster with a ``chief`` job, one process without
+   ``TF_CONFIG``), then used for real: a ``tf.train.CheckpointManager`` saves into every
+   folder the function gives, chief first, and the real folder must then hold the chief's
+   checkpoint.
+2. :func:`task2`: which workers failed and how fast the others noticed, from the launcher's
+   results: two made-up runs, then a real run of the lab's workers in which the checker
+   kills the chief.
+3. :func:`task3`: the stream of global batches from the first batch not trained yet (a
+   distributed iterator cannot be checkpointed): compared batch by batch with the workers'
+   stream on numbered examples, then used for real: training restored from a checkpoint
+   and continued on it must end with the weights of an uninterrupted run (to
+   :data:`RESUME_ATOL`; bit for bit on a CPU).
+4. :func:`task4`: the supervisor, the cluster manager's job: run the workers and, after a
+   failure, restart all of them with the same configuration, at most ``max_restarts``
+   times. The checker hands it a launcher that kills the last worker after
+   ``fail_at_step`` in the first run, and checks the restart: every worker restored the
+   chief's latest checkpoint (step and weights equal to the checkpoint's, bit for bit) and
+   ended with the weights of an uninterrupted run (to :data:`WEIGHT_TOL`). A second case
+   kills a worker in every run: the supervisor must give up after ``max_restarts``.
+
+Verdicts hold no measured time, so that checking the same answer again gives the same line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from dtf._util import error_line, whole_number
+from dtf.checks.core import (
+    Wrong,
+    as_array,
+    call_function,
+    expect_close,
+    expected_got,
+    short,
+    task,
+)
+
+LAB = "lab06"
+
+#: Task 1: the example addresses of the clusters whose ``TF_CONFIG`` the function receives.
+EXAMPLE_HOST = "127.0.0.1"
+#: Task 2: the real run: its steps, and the step after which the checker kills the chief.
+KILL_STEPS, KILL_AFTER = 8, 3
+#: Task 2: the time a survivor of a killed peer should take to notice it (measured: ~0.1 s).
+DETECT_WITHIN_S = 5.0
+#: Task 2: tolerance on the learner's seconds (they are differences of the same stamps).
+TIME_ATOL = 1e-6
+#: Task 2: the made-up runs' kill happened this long before the check.
+MADE_UP_AGO_S = 100.0
+#: Task 3: numbered examples of the batch-by-batch comparison, and batches compared.
+STREAM_EXAMPLES = 300
+STREAM_BATCHES = 3
+#: Task 3: (global batch, restored step) compared besides the lab's own; 7 × 48 crosses an
+#: epoch of :data:`STREAM_EXAMPLES`, so a stream that drops the end of each epoch differs.
+STREAM_CASES = ((48, 7), (32, 0))
+#: Task 3: examples read at most to recognise a stream that skipped ``restored_step ×
+#: global_batch`` batches.
+FAR_EXAMPLES = 2_000_000
+#: Task 3: resumed training must end this close to an uninterrupted run (bit for bit on CPU).
+RESUME_ATOL = 1e-6
+#: Task 4: restarts the supervisor may make when one worker is killed once.
+MAX_RESTARTS = 2
+#: Task 4: the workers' final weights versus one process trained on the same global batches
+#: (measured: ~2e-7, float32 round-off of the all-reduce's sum).
+WEIGHT_TOL = 1e-5
+#: Task 4, second case: a worker killed in every run (the same crash again and again).
+CRASH_LOOP_STEPS, CRASH_LOOP_EVERY, CRASH_LOOP_AFTER, CRASH_LOOP_RESTARTS = 6, 2, 3, 1
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _call_with_hint(answer: Any, hint: str, *args: Any, where: str = "") -> Any:
+    """:func:`call_function`, whose "raised" verdicts get ``hint`` instead of the generic one,
+    and say ``for <where>`` first when given."""
+    try:
+        return call_function(answer, *args)
+    except Wrong as exc:
+        detail = f"for {where}: {exc.detail}" if where else exc.detail
+        raise Wrong(detail, hint if "raised" in exc.detail else exc.hint) from None
+
+
+def _tasks(n: int) -> str:
+    return f"{n} worker{'' if n == 1 else 's'}"
+
+
+def _states(results: Mapping[int, Any]) -> str:
+    return "; ".join(f"worker {t} {r.status}" for t, r in results.items())
+
+
+def _workers(tasks) -> str:
+    tasks = sorted(tasks)
+    if not tasks:
+        return "none"
+    named = [f"worker {t}" for t in tasks]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def clusters(num_workers: int) -> list[tuple[str, dict | None]]:
+    """Task 1's clusters, ``(description, cluster)``: the lab's workers, a cluster with a
+    ``chief`` job and 2 workers, and one process alone (no ``TF_CONFIG``: ``None``)."""
+    n = whole_number("num_workers", num_workers, minimum=1)
+    return [
+        (
+            f"the lab's cluster of {_tasks(n)}",
+            {"worker": [f"{EXAMPLE_HOST}:{2222 + i}" for i in range(n)]},
+        ),
+        (
+            "a cluster with a 'chief' job and 2 workers",
+            {
+                "chief": [f"{EXAMPLE_HOST}:3333"],
+                "worker": [f"{EXAMPLE_HOST}:3334", f"{EXAMPLE_HOST}:3335"],
+            },
+        ),
+        ("one process without TF_CONFIG", None),
+    ]
+
+
+def chief_of(cluster: Mapping[str, list] | None) -> tuple[str, int] | None:
+    """TensorFlow's rule (``multi_worker_util.is_chief``): the task of the ``chief`` job if
+    the cluster has one, otherwise worker 0; ``None`` for a process without a cluster."""
+    if cluster is None:
+        return None
+    return ("chief", 0) if "chief" in cluster else ("worker", 0)
+
+
+def _label(task_: tuple[str, int] | None) -> str:
+    return "the process" if task_ is None else f"{task_[0]} {task_[1]}"
+
+
+def _shown(path: str, base: str) -> str:
+    """``path`` as the learner wrote it relative to the ``base`` it received."""
+    if path == base:
+        return "base"
+    root = os.path.dirname(os.path.dirname(base))  # the checker's temporary folder
+    if path.startswith(root + os.sep):  # built from base: shown so, the same every time
+        return "base/" + os.path.relpath(path, base).replace(os.sep, "/")
+    return repr(path)
+
+
+def _folder(answer: Any, base: str, tf_config: str | None, who: str, what: str) -> str:
+    hint = (
+        "with no TF_CONFIG (tf_config is None) the process is alone, and its own chief: return base"
+        if tf_config is None
+        else "parse the text: config = json.loads(tf_config); the task is config['task'] "
+        "({'type': ..., 'index': ...}), the cluster config['cluster']"
+    )
+    where = f"for {what}" if tf_config is None else f"for {who} of {what}"
+    try:
+        got = _call_with_hint(answer, hint, base, tf_config)
+    except Wrong as exc:
+        raise Wrong(f"{where}: {exc.detail}", exc.hint) from None
+    if not isinstance(got, (str, os.PathLike)):
+        raise Wrong(
+            f"{where}: expected a folder (a str), got {short(got)}",
+            "return base, or os.path.join(base, ...)",
+        )
+    path = os.fspath(got)
+    if not isinstance(path, str) or not os.path.isabs(path):
+        raise Wrong(
+            f"{where}: {path!r} is a relative path, which TensorFlow would "
+            "resolve against whatever folder the worker happens to run in",
+            "build every folder from base: os.path.join(base, ...)",
+        )
+    return os.path.normpath(path)
+
+
+def _check_cluster(answer: Any, base: str, what: str, cluster: dict | None) -> dict:
+    """The folders of every task of ``cluster``, checked against the rule (no saving yet)."""
+    tasks = (
+        [None] if cluster is None else [(j, i) for j, a in cluster.items() for i in range(len(a))]
+    )
+    chief = chief_of(cluster)
+    folders = {}
+    for t in tasks:
+        text = (
+            None
+            if t is None
+            else json.dumps({"cluster": cluster, "task": {"type": t[0], "index": t[1]}})
+        )
+        folders[t] = _folder(answer, base, text, _label(t), what)
+    if folders[chief] != base:
+        raise Wrong(
+            f"for {what}: the chief, {_label(chief)}, would write {_shown(folders[chief], base)}, "
+            "not the real folder: a restarted job restores from the real folder, so it would "
+            "never find the chief's checkpoints",
+            "return base for the chief: "
+            + (
+                "a process without TF_CONFIG is its own chief"
+                if cluster is None
+                else "the task of the 'chief' job if the cluster has one, otherwise worker 0"
+            ),
+        )
+    others = [t for t in tasks if t != chief]
+    for t in others:
+        if folders[t] == base:
+            if cluster is not None and "chief" in cluster and t == ("worker", 0):
+                raise Wrong(
+                    f"for {what}: worker 0 would write the real folder too, beside the chief "
+                    "(chief 0): two processes writing the same checkpoint files",
+                    "worker 0 is the chief only in a cluster without a 'chief' job "
+                    "(TensorFlow's rule): look for 'chief' in config['cluster'] first",
+                )
+            raise Wrong(
+                f"for {what}: {_label(t)} would write the real folder too: every worker saves "
+                "(saving may run collective ops), so the workers would write the same files "
+                "at once and overwrite each other's",
+                "give every worker but the chief a folder of its own inside base, named "
+                "after its task: os.path.join(base, f'{type}-{index}-tmp')",
+            )
+        if not folders[t].startswith(base + os.sep):
+            raise Wrong(
+                f"for {what}: {_label(t)} would write {_shown(folders[t], base)}, outside base",
+                "keep the other workers' folders inside base, e.g. "
+                "os.path.join(base, f'{type}-{index}-tmp'): the run's checkpoints stay in "
+                "one place and go away together",
+            )
+    seen: dict[str, tuple] = {}
+    for t in others:
+        if folders[t] in seen:
+            raise Wrong(
+                f"for {what}: {_label(seen[folders[t]])} and {_label(t)} would both write "
+                f"{_shown(folders[t], base)}, and overwrite each other's files",
+                "put the task's type and index in the folder's name",
+            )
+        seen[folders[t]] = t
+    return folders
+
+
+def _save_everywhere(folders: dict, chief: Any, base: str, what: str) -> None:
+    """Save a checkpoint holding its task's number into every task's folder, the chief
+    first, as every worker does; then the real folder must hold the chief's."""
+    import tensorflow as tf
+
+    order = [chief] + [t for t in folders if t != chief]
+    for number, t in enumerate(order):
+        checkpoint = tf.train.Checkpoint(task=tf.Variable(number, dtype=tf.int64))
+        try:
+            tf.train.CheckpointManager(checkpoint, folders[t], max_to_keep=1).save()
+        except (tf.errors.OpError, OSError) as exc:
+            raise Wrong(
+                f"for {what}: a CheckpointManager could not save {_label(t)}'s checkpoint "
+                f"into {_shown(folders[t], base)} ({error_line(exc)})",
+                "return a folder inside base",
+            ) from None
+    latest = tf.train.latest_checkpoint(base)
+    holds = (
+        None
+        if latest is None
+        else int(tf.train.load_variable(latest, "task/.ATTRIBUTES/VARIABLE_VALUE"))
+    )
+    if holds != 0:
+        writer = "nobody" if holds is None else _label(order[holds])
+        raise Wrong(
+            f"for {what}: after every task saved, the real folder holds the checkpoint of "
+            f"{writer}, not the chief's",
+            "return base for the chief only, and a folder of its own for every other task",
+        )
+
+
+@task(LAB, 1)
+def task1(answer: Any, num_workers: int) -> str:
+    """``checkpoint_dir(base, tf_config) -> folder``: ``base`` for the chief, a folder of
+    its own inside ``base`` for every other task; ``tf_config`` is the ``TF_CONFIG`` text,
+    or ``None`` for a process without one. Called for every task of :func:`clusters`; then
+    a real ``CheckpointManager`` saves into every folder it gave, chief first, and the real
+    folder must hold the chief's checkpoint."""
+    n = whole_number("num_workers", num_workers, minimum=1)
+    saves = 0
+    with tempfile.TemporaryDirectory(prefix="dtf-lab06-") as tmp:
+        for k, (what, cluster) in enumerate(clusters(n)):
+            base = os.path.join(os.path.realpath(tmp), f"case-{k}", "checkpoints")
+            os.makedirs(base)
+            folders = _check_cluster(answer, base, what, cluster)
+            _save_everywhere(folders, chief_of(cluster), base, what)
+            saves += len(folders)
+    return (
+        f"for the lab's {_tasks(n)}, a cluster with a 'chief' job and a process alone, the "
+        "chief writes base and every other worker a folder of its own inside it; a real "
+        f"CheckpointManager saved into each of the {saves} folders, and each base then held "
+        "its chief's checkpoint"
+    )
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def _event(name: str, task_: int, t: float, **fields) -> dict:
+    return {"event": name, "run": 1, "task": task_, "t": t, **fields}
+
+
+def made_up_results(
+    num_workers: int, killed: tuple[int, ...], delays: Mapping[int, float], killed_at: float
+) -> dict:
+    """Results like a launcher's: the ``killed`` workers ended by ``SIGKILL`` after step 5;
+    every other worker reported ``UnavailableError`` ``delays[task]`` s after ``killed_at``
+    and exited with code 1."""
+    from dtf.multiworker import WorkerResult
+
+    results = {}
+    for t in range(num_workers):
+        events = [
+            _event(
+                "started", t, killed_at - 4.0, replicas=num_workers, global_batch=32 * num_workers
+            )
+        ]
+        events += [
+            _event("step", t, killed_at - 1.0 + 0.02 * s, step=s, loss=2.3 - 0.1 * s)
+            for s in range(1, 6)
+        ]
+        if t in killed:
+            results[t] = WorkerResult(t, -9, events)
+            continue
+        lines = ["at node sgd/CollectiveReduceV2", "Collective ops is aborted by: Socket closed"]
+        events.append(
+            _event(
+                "error",
+                t,
+                killed_at + delays[t],
+                step=6,
+                error="UnavailableError",
+                message=lines[0],
+                lines=lines,
+            )
+        )
+        results[t] = WorkerResult(t, 1, events)
+    return results
+
+
+def truth(results: Mapping[int, Any], killed_at: float) -> tuple[list[int], dict[int, float]]:
+    """What :func:`task2` expects: the workers ended by a signal, and the seconds from
+    ``killed_at`` to the error of every other worker that reported one."""
+    failed = sorted(t for t, r in results.items() if r.returncode is not None and r.returncode < 0)
+    noticed = {
+        t: r.error["t"] - killed_at
+        for t, r in results.items()
+        if t not in failed and r.error is not None
+    }
+    return failed, noticed
+
+
+def _as_tasks(value: Any, what: str) -> list[int]:
+    if isinstance(value, (str, bytes, Mapping)) or not hasattr(value, "__iter__"):
+        raise Wrong(
+            f"for {what}: expected the failed workers as a list of task numbers, "
+            f"got {short(value)}",
+            "return a list, e.g. [1]: several workers can fail together",
+        )
+    tasks = []
+    for t in value:
+        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+            raise Wrong(
+                f"for {what}: expected task numbers in the failed list, got {short(t)}",
+                "list the keys of results (task numbers) whose worker failed",
+            )
+        tasks.append(int(t))
+    return sorted(tasks)
+
+
+def _compare_diagnosis(
+    got: Any, results: Mapping[int, Any], killed_at: float, called_at: float, what: str
+) -> None:
+    want_failed, want_noticed = truth(results, killed_at)
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(
+            f"for {what}: expected a pair (failed, noticed), got {short(got)}",
+            "return failed, noticed",
+        )
+    failed = _as_tasks(got[0], what)
+    noticed_tasks = sorted(want_noticed)
+    if failed != want_failed:
+        errored = sorted(t for t, r in results.items() if r.error is not None)
+        nonzero = sorted(t for t, r in results.items() if r.returncode != 0)
+        if failed == errored:
+            raise Wrong(
+                f"for {what}: you named {_workers(failed)}, the workers that reported an error: "
+                f"they noticed the failure; the killed {_workers(want_failed)} reported nothing",
+                "a killed process says nothing: its exit status does. A worker ended by a "
+                "signal has a negative returncode (-9: SIGKILL)",
+            )
+        if failed == nonzero:
+            raise Wrong(
+                f"for {what}: you named {_workers(failed)}, but {_workers(errored)} exited "
+                "with code 1 after reporting UnavailableError: they noticed the failure, they "
+                "did not cause it",
+                "the failed workers were ended by a signal: returncode < 0 (status 'was killed "
+                "by signal SIGKILL')",
+            )
+        raise Wrong(
+            expected_got(want_failed, failed, f"the failed workers of {what}"),
+            "list every worker ended by a signal (returncode < 0): several can fail together",
+        )
+    if not isinstance(got[1], Mapping):
+        raise Wrong(
+            f"for {what}: expected noticed as a dict {{task: seconds}}, got {short(got[1])}",
+            "one entry per worker that noticed: {task: result.error['t'] - killed_at}",
+        )
+    noticed = dict(got[1])
+    keys = sorted(int(k) if isinstance(k, (int, np.integer)) else k for k in noticed)
+    if keys != noticed_tasks:
+        dead = [k for k in keys if k in want_failed]
+        if dead:
+            raise Wrong(
+                f"for {what}: noticed has an entry for {_workers(dead)}, which was killed and "
+                "noticed nothing",
+                "only the workers that reported an error noticed the failure",
+            )
+        missing = [t for t in noticed_tasks if t not in keys]
+        raise Wrong(
+            expected_got(noticed_tasks, keys, f"the workers in noticed, for {what}")
+            + (f"; {_workers(missing)} reported an error too" if missing else ""),
+            "one entry for every worker that reported an error (result.error is not None)",
+        )
+    for t in noticed_tasks:
+        want = want_noticed[t]
+        try:
+            value = float(as_array(noticed[t]))
+        except (TypeError, ValueError):
+            raise Wrong(
+                f"for {what}: noticed[{t}] is {short(noticed[t])}, not a number of seconds"
+            ) from None
+        if abs(value - want) <= TIME_ATOL:
+            continue
+        who = f"for worker {t} of {what}"
+        if abs(value - (want + killed_at)) <= 1e-3:
+            raise Wrong(
+                f"{who}: you returned the stamp of its error, a reading of time.monotonic(), "
+                "not the seconds since the kill",
+                "subtract the moment of the kill: result.error['t'] - killed_at",
+            )
+        if value > 1e8:
+            raise Wrong(
+                f"{who}: you returned a number the size of a time.time() reading; the events "
+                "and killed_at come from time.monotonic(), another clock",
+                "use the stamps you are given: result.error['t'] - killed_at",
+            )
+        if value >= called_at - killed_at - 1e-3:
+            raise Wrong(
+                f"{who}: you measured up to when your function ran (about "
+                f"{called_at - killed_at:.0f} s after the kill here), not up to the worker's error",
+                "use the stamp of its error event: result.error['t'] - killed_at",
+            )
+        raise Wrong(
+            f"{who}: expected {want:.4f} s from the kill to its error, got {value:.4f}",
+            "result.error['t'] - killed_at: the error event's stamp minus the kill's",
+        )
+
+
+#: Task 2's made-up runs: (description, workers, killed, seconds each survivor took).
+MADE_UP = (
+    ("a made-up run of 3 workers whose chief was killed", 3, (0,), {1: 0.031, 2: 0.047}),
+    (
+        "a made-up run of 4 workers, of which workers 1 and 2 were killed",
+        4,
+        (1, 2),
+        {0: 0.012, 3: 0.208},
+    ),
+)
+
+
+def _real_kill(launcher: Any, num_workers: int, timeout: float):
+    """A real run of ``num_workers`` workers whose chief the checker kills after step
+    :data:`KILL_AFTER`; returns ``(results, killed_at)``."""
+    from dtf.multiworker import TrainConfig
+
+    config = TrainConfig(steps=KILL_STEPS, pause_task=0, pause_after=KILL_AFTER)
+    run = launcher.run(config, num_workers)
+    try:
+        run.wait_for("paused", 0, timeout=timeout)
+        killed_at = run.kill(0)
+        results = run.wait(timeout=timeout)
+    finally:
+        if run.running:
+            run.stop()
+    failed, noticed = truth(results, killed_at)
+    if failed != [0] or sorted(noticed) != list(range(1, num_workers)):
+        states = "; ".join(f"worker {t} {r.status}" for t, r in results.items())
+        raise RuntimeError(f"the checker's run did not fail as planned ({states})")
+    return results, killed_at
+
+
+@task(LAB, 2)
+def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -> str:
+    """``diagnose(results, killed_at) -> (failed, noticed)``: ``failed`` the sorted tasks
+    ended by a signal, ``noticed`` ``{task: seconds}`` from ``killed_at`` to the error of
+    every other worker that reported one. Called on the two :data:`MADE_UP` runs, then on a
+    real run of ``num_workers`` workers in which the checker kills the chief (worker 0)."""
+    n = whole_number("num_workers", num_workers, minimum=2, maximum=8)
+    hint = (
+        "results maps each task to a WorkerResult: .returncode, .status, .error (its last "
+        "error event, or None), .events"
+    )
+    for what, workers, killed, delays in MADE_UP:
+        killed_at = time.monotonic() - MADE_UP_AGO_S
+        results = made_up_results(workers, killed, delays, killed_at)
+        called_at = time.monotonic()
+        got = _call_with_hint(answer, hint, results, killed_at, where=what)
+        _compare_diagnosis(got, results, killed_at, called_at, what)
+    results, killed_at = _real_kill(launcher, n, timeout)
+    what = f"a real run of {_tasks(n)} whose chief the checker killed"
+    called_at = time.monotonic()
+    got = _call_with_hint(answer, hint, results, killed_at, where=what)
+    _compare_diagnosis(got, results, killed_at, called_at, what)
+    slowest = max(truth(results, killed_at)[1].values())
+    pace = (
+        f"every survivor noticed within {DETECT_WITHIN_S:g} s"
+        if slowest <= DETECT_WITHIN_S
+        else f"the survivors took more than {DETECT_WITHIN_S:g} s here (a busy machine)"
+    )
+    return (
+        f"right for two made-up runs and for a real run of {_tasks(n)} in which the checker "
+        f"killed the chief: you named it, and {pace}, as your numbers say"
+    )
+
+
+# --------------------------------------------------------------------------- task 3
+
+
+def _numbered(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``x[i] = [i, -i]`` and ``y[i] = i``: every example says which one it is."""
+    i = np.arange(size)
+    return np.stack([i, -i], axis=1).astype(np.float32), i.astype(np.int64)
+
+
+def _reference_ids(x, y, global_batch: int, seed: int, batches: int) -> list[np.ndarray]:
+    """The example numbers of the first ``batches`` batches of the workers' stream."""
+    from dtf.multiworker import global_batches
+
+    return [yb.numpy() for _, yb in global_batches(x, y, global_batch, seed).take(batches)]
+
+
+def _batch_before_repeat(x, y, global_batch: int, seed: int, skip: int, batches: int):
+    """The stream with ``batch`` before ``repeat``: the end of every epoch dropped."""
+    import tensorflow as tf
+
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
+        len(x), seed=seed, reshuffle_each_iteration=True
+    )
+    ds = ds.batch(global_batch, drop_remainder=True).repeat().skip(skip)
+    return [yb.numpy() for _, yb in ds.take(batches)]
+
+
+def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
+    import tensorflow as tf
+
+    if isinstance(stream, (tf.distribute.DistributedDataset, tf.distribute.DistributedIterator)):
+        raise Wrong(
+            f"for {what}: you returned a distributed dataset; the workers distribute it themselves",
+            "return the tf.data.Dataset of global batches",
+        )
+    if not isinstance(stream, tf.data.Dataset):
+        raise Wrong(
+            f"for {what}: expected a tf.data.Dataset, got {short(stream)}",
+            "return the dataset itself (not an iterator or a list of batches)",
+        )
+    found = []
+    for element in stream.take(batches):
+        if not isinstance(element, (tuple, list)) or len(element) != 2:
+            raise Wrong(
+                f"for {what}: each element must be a pair (x, y), got {short(element)}",
+                "make the dataset from the pair: tf.data.Dataset.from_tensor_slices((x, y))",
+            )
+        xb, yb = as_array(element[0]), as_array(element[1])
+        if xb.ndim != 2 or yb.shape != (xb.shape[0],):
+            raise Wrong(
+                f"for {what}: expected batches of x of shape (examples, features) and y of "
+                f"shape (examples,), got {xb.shape} and {yb.shape}",
+                "batch the (x, y) pairs: .batch(global_batch, drop_remainder=True)",
+            )
+        if not np.array_equal(xb[:, 0].astype(np.int64), yb):
+            raise Wrong(
+                f"for {what}: the labels no longer belong to their examples",
+                "keep x and y together in one dataset: from_tensor_slices((x, y))",
+            )
+        found.append(yb)
+    return found
+
+
+def _offset(flat: np.ndarray, batch: np.ndarray) -> int | None:
+    """Where ``batch`` starts in ``flat``, or ``None``."""
+    g = len(batch)
+    if g == 0 or len(flat) < g:
+        return None
+    windows = np.lib.stride_tricks.sliding_window_view(flat, g)
+    hits = np.flatnonzero((windows == batch).all(axis=1))
+    return int(hits[0]) if len(hits) else None
+
+
+def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> None:
+    g, r, k = global_batch, restored, STREAM_BATCHES
+    what = f"a global batch of {g} resumed after step {r}"
+    x, y = _numbered(STREAM_EXAMPLES)
+    hint = "build the workers' stream, then skip what the restored steps trained on"
+    got = _learner_ids(_call_with_hint(answer, hint, x, y, g, seed, r, where=what), k, what)
+    if len(got) < k:
+        raise Wrong(
+            f"for {what}: the stream ended after {len(got)} batch(es)",
+            "repeat() the shuffled examples before batching: training goes on for many epochs",
+        )
+    if any(len(b) != g for b in got):
+        raise Wrong(
+            f"for {what}: batches of {len(got[0])} examples, expected global batches of {g}",
+            "batch by global_batch (the per-worker batch times the number of workers), with "
+            "drop_remainder=True",
+        )
+    reference = _reference_ids(x, y, g, seed, r + k + 2)
+    expected = reference[r : r + k]
+    if all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True)):
+        return
+    if all(
+        np.array_equal(a, b)
+        for a, b in zip(_batch_before_repeat(x, y, g, seed, r, k), got, strict=True)
+    ):
+        raise Wrong(
+            f"for {what}: your batches leave out the last examples of every epoch: batch() "
+            "before repeat() drops each epoch's remainder, the workers' stream does not",
+            "repeat() before batch(), as the workers do: a global batch may span two epochs",
+        )
+    flat = np.concatenate(reference)
+    start = _offset(flat, got[0])
+    if start is None and 0 < r * g * g <= FAR_EXAMPLES:
+        from dtf.multiworker import global_batches
+
+        far = [yb.numpy() for _, yb in global_batches(x, y, g, seed, skip=r * g).take(1)]
+        if far and np.array_equal(far[0], got[0]):
+            raise Wrong(
+                f"for {what}: your stream starts with batch {r * g + 1}: you skipped "
+                f"restored_step × global_batch = {r * g} batches; after batch() skip() "
+                "counts batches",
+                "skip restored_step batches: each step trained on one global batch",
+            )
+    if start is None:
+        raise Wrong(
+            f"for {what}: your first batch is none of the workers' first {r + k + 2} batches: "
+            "it is not their stream",
+            "build it as the workers do: from_tensor_slices((x, y)), shuffle(len(x), "
+            "seed=seed, reshuffle_each_iteration=True), repeat(), batch(global_batch, "
+            "drop_remainder=True), then skip; or multiworker.global_batches(x, y, "
+            "global_batch, seed)",
+        )
+    if start % g:
+        raise Wrong(
+            f"for {what}: your stream starts {start} examples into the workers' stream, inside "
+            "a batch: skip() before batch() counts examples",
+            "skip after batch(), where one element is a global batch: .skip(restored_step)",
+        )
+    batch = start // g
+    if batch == r:
+        bad = next(j for j in range(k) if not np.array_equal(expected[j], got[j]))
+        raise Wrong(
+            f"for {what}: your first batch is right, but batch {bad + 1} of your stream is not "
+            "the workers' next one",
+            "skip once, at the end: the workers' stream, then .skip(restored_step)",
+        )
+    if batch == 0:
+        raise Wrong(
+            f"for {what}: your stream starts with the first batch of the run again: the "
+            f"restarted workers would train steps {r + 1}, {r + 2}, ... on batches 1, 2, ... a "
+            f"second time, and never on the batches of steps {r + 1} onwards of the "
+            "uninterrupted run",
+            "skip the restored_step batches already trained on: .skip(restored_step)",
+        )
+    raise Wrong(
+        f"for {what}: your stream starts with batch {batch + 1} of the workers' stream; the "
+        f"next step, {r + 1}, trains on batch {r + 1}",
+        "steps 1 to restored_step trained on exactly restored_step batches: .skip(restored_step)"
+        if abs(batch - r) == 1
+        else "skip restored_step batches: one per step trained",
+    )
+
+
+def _fresh(seed: int):
+    """The workers' model and optimizer, built (one process, the default strategy)."""
+    from dtf.multiworker import TrainConfig, build_model, make_optimizer
+
+    model = build_model(seed)
+    optimizer = make_optimizer(TrainConfig(seed=seed))
+    optimizer.build(model.trainable_variables)
+    return model, optimizer
+
+
+def _train(model, optimizer, stream, steps: int, global_batch: int) -> None:
+    import tensorflow as tf
+
+    from dtf.multiworker import make_train_step
+
+    step = make_train_step(tf.distribute.get_strategy(), model, optimizer, global_batch)
+    batches = iter(stream)
+    for _ in range(steps):
+        step(batches)
+
+
+@functools.lru_cache(maxsize=4)
+def _uninterrupted(steps: int, global_batch: int, seed: int) -> tuple:
+    """The weights after ``steps`` uninterrupted steps on the workers' stream, one process
+    (the same global batches: notebook 11 shows the workers match it to round-off)."""
+    from dtf.multiworker import digits_arrays, global_batches
+
+    x, y = digits_arrays()
+    model, optimizer = _fresh(seed)
+    _train(model, optimizer, global_batches(x, y, global_batch, seed), steps, global_batch)
+    weights = tuple(model.get_weights())
+    for w in weights:
+        w.setflags(write=False)
+    return weights
+
+
+def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: int) -> float:
+    """Train ``restored`` steps, checkpoint, restore into a fresh model and optimizer, and
+    train the remaining steps on the learner's stream; returns the largest difference from
+    an uninterrupted run."""
+    import tensorflow as tf
+
+    from dtf.multiworker import digits_arrays, global_batches
+
+    x, y = digits_arrays()
+    model, optimizer = _fresh(seed)
+    step = tf.Variable(0, dtype=tf.int64)
+    _train(model, optimizer, global_batches(x, y, global_batch, seed), restored, global_batch)
+    step.assign(restored)
+    with tempfile.TemporaryDirectory(prefix="dtf-lab06-") as tmp:
+        path = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).save(
+            os.path.join(tmp, "ckpt")
+        )
+        model, optimizer = _fresh(seed)  # a restarted worker: fresh objects, then restore
+        step = tf.Variable(0, dtype=tf.int64)
+        tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(
+            path
+        ).assert_consumed()
+    start = int(step.numpy())
+    stream = _call_with_hint(
+        answer,
+        "build the workers' stream, then skip",
+        x,
+        y,
+        global_batch,
+        seed,
+        start,
+        where=f"the digits resumed after step {start}",
+    )
+    _train(model, optimizer, stream, steps - start, global_batch)
+    worst = 0.0
+    hint = "your stream must continue the workers' stream exactly where the checkpoint left it"
+    for i, (want, have) in enumerate(
+        zip(_uninterrupted(steps, global_batch, seed), model.get_weights(), strict=True)
+    ):
+        worst = max(
+            worst,
+            expect_close(
+                want,
+                have,
+                what=f"weight array {i} after resuming at step {start} and training to step "
+                f"{steps} (vs. an uninterrupted run)",
+                atol=RESUME_ATOL,
+                hint=hint,
+            ),
+        )
+    return worst
+
+
+@task(LAB, 3)
+def task3(answer: Any, global_batch: int, restored_step: int, steps: int, seed: int = 42) -> str:
+    """``resumed_batches(x, y, global_batch, seed, restored_step) -> tf.data.Dataset``: the
+    workers' stream of global batches (:func:`dtf.multiworker.global_batches`) from the
+    first batch not trained yet. Compared batch by batch on :data:`STREAM_EXAMPLES`
+    numbered examples for the lab's case and :data:`STREAM_CASES`; then training restored
+    from a step-``restored_step`` checkpoint and continued on it to ``steps`` must end with
+    the weights of an uninterrupted run."""
+    g = whole_number("global_batch", global_batch, minimum=1)
+    steps = whole_number("steps", steps, minimum=1)
+    r = whole_number("restored_step", restored_step, minimum=0, maximum=steps - 1)
+    seed = whole_number("seed", seed, minimum=0)
+    cases = [(g, r)] + [c for c in STREAM_CASES if c != (g, r)]
+    for case_g, case_r in cases:
+        _check_stream(answer, case_g, case_r, seed)
+    _resume_on(answer, g, r, steps, seed)
+    shown = [f"step {cr} (batches of {cg})" for cg, cr in cases]
+    shown = ", ".join(shown[:-1]) + " and " + shown[-1]
+    return (
+        f"resumed after {shown}, your stream starts at the first batch not trained yet; "
+        f"restored from a step-{r} checkpoint and trained on it to step {steps}, the model "
+        f"ends with the weights of an uninterrupted run (to {RESUME_ATOL:g})"
+    )
+
+
+# --------------------------------------------------------------------------- task 4
+
+
+class TooManyRuns(BaseException):
+    """Raised by :class:`FailingLauncher` for a run beyond the restarts allowed. A
+    ``BaseException``, so that a supervisor's ``except Exception`` cannot swallow it and
+    loop forever."""
+
+
+class FailingLauncher:
+    """The lab's launcher as the learner's supervisor sees it in :func:`task4`: it starts
+    runs on the real launcher, and kills worker ``victim`` after step ``fail_at`` of the
+    first run (``every_run``: of every run), as a crash would. It starts at most
+    ``max_runs`` runs. Everything else is the real launcher's."""
+
+    def __init__(
+        self,
+        launcher: Any,
+        victim: int,
+        fail_at: int,
+        max_runs: int,
+        timeout: float,
+        every_run: bool = False,
+    ):
+        self._launcher = launcher
+        self.victim, self.fail_at, self.max_runs = victim, fail_at, max_runs
+        self.timeout, self.every_run = timeout, every_run
+        self.runs: list = []  # (run, the config it was given, num_workers)
+        self.kills: list[float] = []
+        self.problems: list[str] = []
+        self.refused = 0
+        self._threads: list[threading.Thread] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_launcher":
+            raise AttributeError(name)
+        return getattr(self._launcher, name)
+
+    def run(self, config: Any, num_workers: int):
+        if len(self.runs) >= self.max_runs:
+            self.refused += 1
+            raise TooManyRuns(f"the checker's launcher starts at most {self.max_runs} runs here")
+        fail = (self.every_run or not self.runs) and self.victim < num_workers
+        started = config
+        if fail:
+            try:
+                started = dataclasses.replace(
+                    config, pause_task=self.victim, pause_after=self.fail_at
+                )
+            except (TypeError, ValueError) as exc:  # not a TrainConfig, or too few steps
+                self.problems.append(error_line(exc))
+                fail = False
+        run = self._launcher.run(started, num_workers)
+        self.runs.append((run, config, num_workers))
+        if fail:
+            thread = threading.Thread(
+                target=self._kill, args=(run,), daemon=True, name="dtf-lab06-kill"
+            )
+            thread.start()
+            self._threads.append(thread)
+        return run
+
+    def stop(self) -> None:
+        """Refused: the launcher serves the whole lab (its last cell stops it)."""
+        from dtf.multiworker import WorkerError
+
+        raise WorkerError(
+            "the lab's launcher serves every task: stop runs with run.stop(), not the launcher"
+        )
+
+    def _kill(self, run: Any) -> None:
+        try:
+            run.wait_for("paused", self.victim, timeout=self.timeout)
+            self.kills.append(run.kill(self.victim))
+        except Exception as exc:  # noqa: BLE001 - reported by the checker
+            self.problems.append(error_line(exc))
+
+    def close(self) -> None:
+        """Stop every run still running, then wait for the killing threads."""
+        for run, _, _ in self.runs:
+            if run.running:
+                run.stop()
+        for thread in self._threads:
+            thread.join(self.timeout)
+
+
+def _supervise(
+    answer: Any,
+    failing: FailingLauncher,
+    config: Any,
+    num_workers: int,
+    max_restarts: int,
+    timeout: float,
+    what: str,
+    allow_raise: bool = False,
+):
+    """Call the learner's supervisor with ``failing``; returns ``(returned, raised)``."""
+    hint = (
+        "start every run with launcher.run(config, num_workers) and wait for it with "
+        "run.wait(timeout=timeout)"
+    )
+    try:
+        return _call_with_hint(
+            answer, hint, failing, config, num_workers, max_restarts, timeout, where=what
+        ), None
+    except TooManyRuns:
+        return None, "too many"
+    except Wrong as exc:
+        if allow_raise and len(failing.runs) == failing.max_runs and not failing.refused:
+            return None, exc.detail
+        raise
+    finally:
+        failing.close()
+
+
+def _check_returned(returned: Any, runs: list, what: str) -> None:
+    hint = "return the list of what run.wait(timeout=timeout) returned for each run, in order"
+    if not isinstance(returned, (list, tuple)) or len(returned) != len(runs):
+        raise Wrong(
+            f"for {what}: expected a list with the results of each of the {len(runs)} runs, "
+            f"got {_kind(returned)}",
+            hint,
+        )
+    for i, (got, (run, _, _)) in enumerate(zip(returned, runs, strict=True)):
+        want = {t: r.returncode for t, r in run.results().items()}
+        try:
+            have = {int(t): r.returncode for t, r in dict(got).items()}
+        except (TypeError, ValueError, AttributeError):
+            raise Wrong(
+                f"for {what}: item {i} of your list is {_kind(got)}, not the results of "
+                f"run {i + 1}",
+                hint,
+            ) from None
+        if have != want:
+            raise Wrong(
+                f"for {what}: item {i} of your list is not the results of run {i + 1}", hint
+            )
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, without its contents (results hold time stamps: a verdict must read
+    the same every time)."""
+    from dtf.multiworker import WorkerRun
+
+    if value is None:
+        return "None"
+    if isinstance(value, Mapping):
+        return "a dict: the results of one run"
+    if isinstance(value, WorkerRun):
+        return "a WorkerRun, not its results"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _config_change(given: Any, used: Any) -> str | None:
+    """The fields in which ``used`` differs from ``given``, or ``None``."""
+    if not dataclasses.is_dataclass(used) or type(used) is not type(given):
+        return f"a {type(used).__name__} instead of the TrainConfig it was given"
+    changed = [
+        f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(used, f.name)
+    ]
+    return ", ".join(changed) if changed else None
+
+
+def _check_restart(
+    failing: FailingLauncher, config: Any, num_workers: int, steps: int, fail_at: int, what: str
+) -> tuple[int, str]:
+    """Case 1's checks on the runs; returns the restored step and a note."""
+    runs = failing.runs
+    if not runs:
+        raise Wrong(
+            "your function started no run with the launcher it received",
+            "start the workers with launcher.run(config, num_workers), with the launcher "
+            "your function receives",
+        )
+    for i, (_, used, workers) in enumerate(runs):
+        change = _config_change(config, used)
+        if change:
+            raise Wrong(
+                f"for {what}: run {i + 1} was started with another configuration "
+                f"({change} changed)",
+                "start every run with the config your function received: the restarted workers "
+                "look for the chief's latest checkpoint in its checkpoint_dir",
+            )
+        if workers != num_workers:
+            raise Wrong(
+                f"for {what}: run {i + 1} had {_tasks(workers)}, the job has {num_workers}",
+                "restart every worker, with the same num_workers: a synchronous job cannot go on "
+                "with a worker missing, nor take a new one into a running all-reduce",
+            )
+    if not failing.kills:
+        if len(runs) > 1:
+            raise Wrong(
+                f"for {what}: your function started run 2 while run 1 was still training "
+                "(starting a run stops the workers of the one before)",
+                "wait for every run with run.wait(timeout=timeout) before deciding what to do next",
+            )
+        problems = "; ".join(failing.problems or ["it never paused"])
+        raise RuntimeError(f"the checker could not kill worker {failing.victim}: {problems}")
+    first = runs[0][0].results()
+    if len(runs) == 1:
+        raise Wrong(
+            f"for {what}: the run failed ({_states(first)}) and your function did not start "
+            "the workers again",
+            "after a run in which any worker did not exit with code 0, start all of them "
+            "again: launcher.run(config, num_workers)",
+        )
+    second = runs[1][0].results()
+    if not all(r.returncode == 0 for r in second.values()):
+        raise Wrong(
+            f"for {what}: the restarted run did not finish: "
+            + "; ".join(f"worker {t} {r.status}" for t, r in second.items()),
+            "wait for every run with run.wait(timeout=timeout) before deciding what to do next",
+        )
+    if len(runs) > 2:
+        raise Wrong(
+            f"for {what}: run 2 trained to the end (every worker exited with code 0), yet your "
+            f"function started {len(runs) - 2} more",
+            "stop as soon as a run ends with every returncode 0",
+        )
+    saved = [e["step"] for e in runs[0][0].events_of(0, "checkpoint")]
+    expected = max(saved) if saved else 0
+    second_run = runs[1][0]
+    for t in second_run.tasks:
+        restored = second_run.events_of(t, "restored")
+        got = restored[0]["step"] if restored else 0
+        if got != expected:
+            raise Wrong(
+                expected_got(
+                    expected, got, f"the step worker {t} resumed from in run 2, for {what}"
+                ),
+                "start the restarted workers with the same config: they restore the chief's "
+                "latest checkpoint from its checkpoint_dir",
+            )
+        if expected:
+            _, restored_weights = second_run.weights("restored", t)
+            _, saved_weights = runs[0][0].weights(f"checkpoint-{expected}", 0)
+            if not all(
+                np.array_equal(a, b) for a, b in zip(saved_weights, restored_weights, strict=True)
+            ):
+                raise Wrong(
+                    f"for {what}: worker {t} restored other weights than the chief's "
+                    f"step-{expected} checkpoint holds"
+                )
+    reference = _uninterrupted(steps, config.per_worker_batch * num_workers, config.seed)
+    for t in second_run.tasks:
+        step, final = second_run.weights("final", t)
+        for i, (want, have) in enumerate(zip(reference, final, strict=True)):
+            expect_close(
+                want,
+                have,
+                what=f"worker {t}'s weight array {i} at step {step} (vs. an uninterrupted run)",
+                atol=WEIGHT_TOL,
+                hint="restart every worker with the same config, once the failed run has ended",
+            )
+    resumed = (
+        f"restored the step-{expected} checkpoint (step and weights equal to the checkpoint's, "
+        "bit for bit)"
+        if expected
+        else "found no checkpoint (none was written before the failure) and started from step 0"
+    )
+    return expected, (
+        f"run 1 failed when the checker killed worker {failing.victim} after step {fail_at}; "
+        f"run 2 restarted {'both workers' if num_workers == 2 else f'all {num_workers} workers'}, "
+        f"which {resumed} and trained to step {steps}, "
+        f"ending with the weights of an uninterrupted run (to {WEIGHT_TOL:g})"
+    )
+
+
+def _fresh_dir(launcher: Any) -> str:
+    where = getattr(launcher, "workdir", None)
+    return tempfile.mkdtemp(
+        prefix="lab06-checkpoints-", dir=where if where and os.path.isdir(where) else None
+    )
+
+
+@task(LAB, 4)
+def task4(
+    answer: Any,
+    launcher: Any,
+    num_workers: int,
+    *,
+    steps: int,
+    per_worker_batch: int,
+    checkpoint_every: int,
+    fail_at_step: int,
+    timeout: float = 60.0,
+) -> str:
+    """``supervise(launcher, config, num_workers, max_restarts, timeout) -> [results, ...]``:
+    run ``config`` on ``num_workers`` workers until every worker exits with code 0,
+    restarting all of them after a failure, at most ``max_restarts`` times; return the
+    results of every run. Case 1: a :class:`FailingLauncher` kills the last worker after
+    ``fail_at_step`` of the first run of a checkpointed config (a fresh folder); the restart
+    must restore the chief's latest checkpoint (step and weights bit for bit) and end with
+    the weights of an uninterrupted run (to :data:`WEIGHT_TOL`). Case 2: a worker killed in
+    every run; with ``max_restarts=1`` the supervisor must stop after 2 runs (returning, or
+    raising once it gives up)."""
+    from dtf.multiworker import TrainConfig
+
+    n = whole_number("num_workers", num_workers, minimum=2, maximum=8)
+    steps = whole_number("steps", steps, minimum=2)
+    fail_at = whole_number("fail_at_step", fail_at_step, minimum=1, maximum=steps - 1)
+    every = whole_number("checkpoint_every", checkpoint_every, minimum=1)
+    victim = n - 1
+    folders = [_fresh_dir(launcher), _fresh_dir(launcher)]
+    try:
+        config = TrainConfig(
+            steps=steps,
+            per_worker_batch=per_worker_batch,
+            checkpoint_dir=folders[0],
+            checkpoint_every=every,
+        )
+        failing = FailingLauncher(launcher, victim, fail_at, MAX_RESTARTS + 1, timeout)
+        what = f"a run of {_tasks(n)} whose worker {victim} was killed after step {fail_at}"
+        returned, refused = _supervise(answer, failing, config, n, MAX_RESTARTS, timeout, what)
+        if refused:
+            raise Wrong(
+                f"for {what}: your function started more than 1 + max_restarts = "
+                f"{MAX_RESTARTS + 1} runs",
+                "stop as soon as a run ends with every returncode 0, and after max_restarts "
+                "restarts",
+            )
+        _, note = _check_restart(failing, config, n, steps, fail_at, what)
+        _check_returned(returned, failing.runs, what)
+        crash = TrainConfig(
+            steps=CRASH_LOOP_STEPS,
+            per_worker_batch=per_worker_batch,
+            checkpoint_dir=folders[1],
+            checkpoint_every=CRASH_LOOP_EVERY,
+        )
+        loop = FailingLauncher(
+            launcher, victim, CRASH_LOOP_AFTER, CRASH_LOOP_RESTARTS + 1, timeout, every_run=True
+        )
+        what = f"a worker killed in every run, with max_restarts={CRASH_LOOP_RESTARTS}"
+        returned, raised = _supervise(
+            answer, loop, crash, n, CRASH_LOOP_RESTARTS, timeout, what, allow_raise=True
+        )
+        if raised == "too many":
+            raise Wrong(
+                f"for {what}: your function tried a run beyond the {CRASH_LOOP_RESTARTS} restart "
+                "it may make: a crash that comes back in every run would restart the job forever",
+                "count the runs: for attempt in range(1 + max_restarts): ..., and return "
+                "after the last",
+            )
+        if len(loop.runs) < CRASH_LOOP_RESTARTS + 1:
+            raise Wrong(
+                f"for {what}: your function gave up after {len(loop.runs)} run(s), before the "
+                f"{CRASH_LOOP_RESTARTS} restart it may make",
+                "restart after every failed run until max_restarts restarts are spent",
+            )
+        if raised is None:
+            _check_returned(returned, loop.runs, what)
+    finally:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+    return (
+        f"{note}; with a worker killed in every run, it gave up after "
+        f"max_restarts={CRASH_LOOP_RESTARTS} restart"
+    )

@@ -1,0 +1,782 @@
+"""Tests of dtf.checks.lab06: right, wrong and missing answers for every task.
+
+The checkers of Tasks 2 and 4 start, kill and restart real ``MultiWorkerMirroredStrategy``
+workers, and Tasks 1 and 3 save checkpoints and train in the lab's own process. So the cases
+run in one TensorFlow process set up like the lab (tests/checks_worker.py), whose setup starts
+a worker launcher (``launcher``) that serves every case. Each case defines its own answer,
+from the switchable answers below, and stands alone. After every case that uses the launcher,
+a health check runs: the launcher still runs, and no worker process of any run is left, so a
+checker that leaves a worker behind fails the test that caused it.
+
+Besides the typical mistakes, the tests guard what the checkers claim to do, so that a
+mutated checker fails here: Task 1's folders are used for a real save (a rule-blind checker
+still rejects workers that share the real folder); Task 2 really runs and kills workers, and
+its made-up runs and its time comparison are each needed; Task 3's batch comparison and its
+resumed training each catch a stream that is not skipped, and the training really runs on
+the digits; Task 4's returned-results check and its crash loop are each needed. Task 4's cases
+use a short run (``SHORT``) to keep the module quick.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dtf.checks import lab06
+from tests.checks_worker import worker_fixture
+
+SETUP = """
+import dataclasses
+import json
+import os
+import tempfile
+import time
+
+import psutil
+
+from dtf import multiworker
+from dtf.multiworker import Launcher, TrainConfig
+
+launcher = Launcher().start()
+"""
+
+tf_worker = worker_fixture(num_devices=1, setup=SETUP)
+
+STUB = "def stub(*args):\n    raise NotImplementedError\n"
+
+#: Run after every case that uses the launcher: it runs, and every worker it forked is gone.
+HEALTHY = """
+assert launcher.running
+def lingers(pid):
+    try:
+        process = psutil.Process(pid)
+        return process.ppid() == launcher.pid and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+left = [p for p in launcher.pids[1:] if lingers(p)]
+assert not left, left
+out["processes"] = len(launcher.pids)
+"""
+
+
+@pytest.fixture
+def lab(tf_worker):
+    """The lab's process; after the test, no worker of the launcher may be left."""
+    yield tf_worker
+    outcome = tf_worker.run(HEALTHY)
+    assert outcome.out["processes"] >= 1
+
+
+def assert_verdict(outcome, status: str, fragments=()) -> None:
+    assert outcome.status == status, outcome.message
+    for fragment in fragments:
+        assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+def mutated(name: str, replacement: str, case: str) -> str:
+    """``case`` run with ``checks.lab06.<name>`` replaced by ``replacement``, then restored
+    (``original`` is the replaced object)."""
+    return (
+        f"saved_{name} = original = checks.lab06.{name}\n"
+        f"checks.lab06.{name} = {replacement}\n"
+        "try:\n"
+        + "\n".join("    " + line for line in case.splitlines())
+        + f"\nfinally:\n    checks.lab06.{name} = saved_{name}\n"
+    )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_chief_of_follows_tensorflows_rule() -> None:
+    assert lab06.chief_of({"worker": ["a:1", "a:2"]}) == ("worker", 0)
+    assert lab06.chief_of({"chief": ["a:1"], "worker": ["a:2"]}) == ("chief", 0)
+    assert lab06.chief_of(None) is None
+    for n in (2, 3, 8):
+        (what, lab_cluster), (_, with_chief), (_, alone) = lab06.clusters(n)
+        assert len(lab_cluster["worker"]) == n and f"{n} workers" in what
+        assert list(with_chief) == ["chief", "worker"] and alone is None
+
+
+def test_truth_of_a_made_up_run() -> None:
+    results = lab06.made_up_results(4, (1, 2), {0: 0.012, 3: 0.208}, killed_at=50.0)
+    assert [r.returncode for r in results.values()] == [1, -9, -9, 1]
+    assert results[1].status == "was killed by signal SIGKILL" and results[1].error is None
+    failed, noticed = lab06.truth(results, 50.0)
+    assert failed == [1, 2]
+    assert noticed == pytest.approx({0: 0.012, 3: 0.208})
+
+
+# --------------------------------------------------------------------------- task 1
+
+#: Task 1: ``checkpoint_dir`` with switches for the usual mistakes.
+FOLDERS = """
+def make_checkpoint_dir(chief="rule", others="own", none="base", kind="str"):
+    def checkpoint_dir(base, tf_config):
+        if tf_config is None:
+            if none == "crash":
+                json.loads(tf_config)
+            return base
+        config = json.loads(tf_config)
+        task_type, index = config["task"]["type"], config["task"]["index"]
+        if chief == "rule":
+            is_chief = (task_type, index) == (
+                ("chief", 0) if "chief" in config["cluster"] else ("worker", 0))
+        elif chief == "worker-0":  # the tutorial's shortcut: worker 0, whatever the cluster
+            is_chief = task_type == "chief" or (task_type == "worker" and index == 0)
+        elif chief == "worker-0-only":
+            is_chief = task_type == "worker" and index == 0
+        elif chief == "inverted":
+            is_chief = (task_type, index) != ("worker", 0)
+        else:
+            is_chief = True  # everybody writes the real folder
+        if is_chief:
+            return base
+        if others == "own":
+            folder = os.path.join(base, f"{task_type}-{index}-tmp")
+        elif others == "shared":
+            folder = os.path.join(base, "tmp")
+        elif others == "outside":
+            folder = os.path.join(os.path.dirname(base), f"{task_type}-{index}")
+        elif others == "relative":
+            folder = f"{task_type}-{index}-tmp"
+        return __import__("pathlib").Path(folder) if kind == "path" else folder
+    return checkpoint_dir
+"""
+
+
+def task1(num_workers: int = 2, **switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return FOLDERS + f"verdict = checks.lab06.task1(make_checkpoint_dir({args}), {num_workers})\n"
+
+
+def test_task1_right(tf_worker) -> None:
+    first = tf_worker.run(task1())
+    assert first.message == (
+        "Task 1: correct. For the lab's 2 workers, a cluster with a 'chief' job and a process "
+        "alone, the chief writes base and every other worker a folder of its own inside it; a "
+        "real CheckpointManager saved into each of the 6 folders, and each base then held its "
+        "chief's checkpoint."
+    )
+    assert tf_worker.run(task1()).message == first.message
+
+
+@pytest.mark.parametrize(
+    "switches", [{"kind": "path"}, {"num_workers": 5}], ids=["pathlib", "five-workers"]
+)
+def test_task1_other_right_answers(tf_worker, switches) -> None:
+    assert_verdict(tf_worker.run(task1(**switches)), "correct")
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"chief": "everybody"},
+            [
+                "for the lab's cluster of 2 workers: worker 1 would write the real folder too",
+                "overwrite each other's",
+                "a folder of its own inside base",
+            ],
+        ),
+        (
+            {"chief": "worker-0"},
+            [
+                "for a cluster with a 'chief' job and 2 workers: worker 0 would write the real "
+                "folder too, beside the chief (chief 0)",
+                "look for 'chief' in config['cluster'] first",
+            ],
+        ),
+        (
+            {"chief": "worker-0-only"},
+            [
+                "the chief, chief 0, would write base/chief-0-tmp, not the real folder",
+                "the task of the 'chief' job if the cluster has one, otherwise worker 0",
+            ],
+        ),
+        ({"chief": "inverted"}, ["the chief, worker 0, would write base/worker-0-tmp"]),
+        (
+            {"others": "shared"},
+            [
+                "a cluster with a 'chief' job and 2 workers: worker 0 and worker 1 would both "
+                "write base/tmp",
+                "the task's type and index",
+            ],
+        ),
+        ({"others": "outside"}, ["worker 1 would write base/../worker-1, outside base"]),
+        ({"others": "relative"}, ["'worker-1-tmp' is a relative path", "build every folder"]),
+        (
+            {"none": "crash"},
+            [
+                "for one process without TF_CONFIG: `checkpoint_dir` raised TypeError",
+                "raised TypeError",
+                "return base",
+            ],
+        ),
+    ],
+    ids=[
+        "everybody-base",
+        "worker-0-always",
+        "chief-job-ignored",
+        "inverted",
+        "shared-tmp",
+        "outside",
+        "relative",
+        "none-crashes",
+    ],
+)
+def test_task1_wrong(tf_worker, switches, fragments) -> None:
+    outcome = tf_worker.run(task1(**switches))
+    assert_verdict(outcome, "wrong", fragments)
+    assert "dtf-lab06-" not in outcome.message  # folders shown relative to base: repeatable
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [("lambda base, tf_config: 3", "expected a folder (a str), got 3"), ("[]", "a function")],
+)
+def test_task1_malformed(tf_worker, answer, fragment) -> None:
+    outcome = tf_worker.run(f"verdict = checks.lab06.task1({answer}, 2)")
+    assert_verdict(outcome, "wrong", [fragment])
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task1_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab06.task1({answer}, 2)")
+    assert_verdict(outcome, "not attempted")
+
+
+def test_task1_the_real_save_catches_what_the_rule_checks_miss(tf_worker) -> None:
+    # Without the rule checks, the folders still go to a real CheckpointManager: a worker
+    # that writes the real folder after the chief leaves its own checkpoint there.
+    blind = (
+        "lambda answer, base, what, cluster: {"
+        "t: checks.lab06._folder(answer, base, None if t is None else json.dumps("
+        "{'cluster': cluster, 'task': {'type': t[0], 'index': t[1]}}), 'x', what) "
+        "for t in ([None] if cluster is None else "
+        "[(j, i) for j, a in cluster.items() for i in range(len(a))])}"
+    )
+    outcome = tf_worker.run(mutated("_check_cluster", blind, task1(chief="everybody")))
+    assert_verdict(
+        outcome,
+        "wrong",
+        [
+            "after every task saved, the real folder holds the checkpoint of worker 1, not "
+            "the chief's"
+        ],
+    )
+
+
+def test_task1_mutated_rule_is_caught(tf_worker) -> None:
+    """A checker that takes worker 0 for the chief whatever the cluster lets the tutorial's
+    shortcut through, which test_task1_wrong rejects."""
+    wrong = task1(chief="worker-0-only")
+    assert (
+        tf_worker.run(
+            mutated("chief_of", "lambda c: None if c is None else ('worker', 0)", wrong)
+        ).status
+        == "correct"
+    )
+    assert tf_worker.run(wrong).status == "wrong"
+
+
+# --------------------------------------------------------------------------- task 2
+
+#: Task 2: ``diagnose`` with switches for the usual mistakes.
+DIAGNOSE = """
+def make_diagnose(failed="signal", noticed="stamp-diff", only_first=False, one=False):
+    def diagnose(results, killed_at):
+        if failed == "signal":
+            dead = sorted(t for t, r in results.items() if r.returncode < 0)
+        elif failed == "errored":
+            dead = sorted(t for t, r in results.items() if r.error is not None)
+        elif failed == "nonzero":
+            dead = sorted(t for t, r in results.items() if r.returncode != 0)
+        elif failed == "single":
+            dead = [next(t for t, r in results.items() if r.returncode < 0)]
+        elif failed == "hardcoded":  # the lab's run: the last worker killed, the chief survived
+            return [1], {0: results[0].error["t"] - killed_at}
+        seen = {}
+        for t, r in results.items():
+            if t in dead and noticed != "everyone":
+                continue
+            if r.error is None and noticed != "everyone":
+                continue
+            stamp = (r.error or r.events[-1])["t"]
+            if noticed in ("stamp-diff", "everyone"):
+                seen[t] = stamp - killed_at
+            elif noticed == "stamp":
+                seen[t] = stamp
+            elif noticed == "now":
+                seen[t] = time.monotonic() - killed_at
+            elif noticed == "wall-clock":
+                seen[t] = time.time() - killed_at
+            if only_first:
+                break
+        return (dead[0] if one else dead), seen
+    return diagnose
+"""
+
+
+def task2(**switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return DIAGNOSE + f"verdict = checks.lab06.task2(make_diagnose({args}), launcher, 2)\n"
+
+
+def test_task2_right(lab) -> None:
+    first = lab.run(task2())
+    assert first.message == (
+        "Task 2: correct. Right for two made-up runs and for a real run of 2 workers in which "
+        "the checker killed the chief: you named it, and every survivor noticed within 5 s, as "
+        "your numbers say."
+    )
+    assert lab.run(task2()).message == first.message
+
+
+def test_task2_really_runs_and_kills_the_workers(lab) -> None:
+    # A spy answer sees what the real run gave it: the chief killed, the other worker's
+    # error; the run's two worker processes were started, and are gone (the health check).
+    spy = (
+        DIAGNOSE
+        + "seen = []\n"
+        + "def spy(results, killed_at):\n"
+        + "    seen.append({t: r.status for t, r in results.items()})\n"
+        + "    return make_diagnose()(results, killed_at)\n"
+        + "before = len(launcher.pids)\n"
+        + "verdict = checks.lab06.task2(spy, launcher, 3)\n"
+        + "out['started'] = len(launcher.pids) - before\n"
+        + "out['real'] = seen[-1]\n"
+    )
+    outcome = lab.run(spy)
+    assert_verdict(outcome, "correct", ["a real run of 3 workers"])
+    assert outcome.out["started"] == 3
+    assert outcome.out["real"] == {
+        "0": "was killed by signal SIGKILL",
+        "1": "exited with code 1",
+        "2": "exited with code 1",
+    }
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"failed": "errored"},
+            [
+                "for a made-up run of 3 workers whose chief was killed: you named worker 1 and "
+                "worker 2, the workers that reported an error",
+                "negative returncode",
+            ],
+        ),
+        (
+            {"failed": "nonzero"},
+            ["exited with code 1 after reporting UnavailableError", "returncode < 0"],
+        ),
+        (
+            {"failed": "single"},
+            [
+                "for the failed workers of a made-up run of 4 workers, of which workers 1 and 2 "
+                "were killed: expected [1, 2], got [1]",
+            ],
+        ),
+        ({"one": True}, ["expected the failed workers as a list", "several workers can fail"]),
+        ({"failed": "hardcoded"}, ["raised TypeError", "WorkerResult"]),
+        (
+            {"noticed": "stamp"},
+            ["for worker 1 of", "the stamp of its error", "result.error['t'] - killed_at"],
+        ),
+        ({"noticed": "now"}, ["measured up to when your function ran (about 100 s"]),
+        ({"noticed": "wall-clock"}, ["time.time()", "another clock"]),
+        ({"noticed": "everyone"}, ["noticed has an entry for worker 0, which was killed"]),
+        ({"only_first": True}, ["expected [1, 2], got [1]", "worker 2 reported an error too"]),
+    ],
+    ids=[
+        "errored-as-failed",
+        "nonzero-as-failed",
+        "single-failure",
+        "not-a-list",
+        "hardcoded",
+        "absolute-stamp",
+        "now",
+        "wall-clock",
+        "dead-noticed",
+        "first-survivor-only",
+    ],
+)
+def test_task2_wrong(lab, switches, fragments) -> None:
+    first = lab.run(task2(**switches))
+    assert_verdict(first, "wrong", fragments)
+    assert lab.run(task2(**switches)).message == first.message  # repeatable, times and all
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task2_not_attempted(lab, answer) -> None:
+    before = lab.run("out['n'] = len(launcher.pids)").out["n"]
+    outcome = lab.run(STUB + f"verdict = checks.lab06.task2({answer}, launcher, 2)")
+    assert_verdict(outcome, "not attempted")
+    assert lab.run("out['n'] = len(launcher.pids)").out["n"] == before  # no run started
+
+
+TASK2_MUTATIONS = {
+    # Only the first made-up run: an answer that assumes one failed worker would pass.
+    "one-made-up-run": ("MADE_UP", "original[:1]", {"failed": "single"}),
+    # Times compared loosely: seconds measured when the function ran would pass.
+    "loose-times": ("TIME_ATOL", "1e9", {"noticed": "now"}),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(TASK2_MUTATIONS))
+def test_task2_mutated_checker_is_caught(lab, mutation) -> None:
+    name, replacement, switches = TASK2_MUTATIONS[mutation]
+    assert lab.run(mutated(name, replacement, task2(**switches))).status == "correct"
+    assert lab.run(task2(**switches)).status == "wrong"
+
+
+# --------------------------------------------------------------------------- task 3
+
+#: Task 3: ``resumed_batches`` with switches for the usual mistakes.
+STREAM = """
+def make_resumed(how="skip", shift=0, seed_shift=0, repeat=True, batch=None):
+    def resumed_batches(x, y, global_batch, seed, restored_step):
+        g = batch or global_batch
+        skip = restored_step + shift
+        if how == "library":
+            return multiworker.global_batches(x, y, g, seed, skip=skip)
+        if how == "split":
+            xs = tf.data.Dataset.from_tensor_slices(x).shuffle(len(x), seed=1)
+            ds = tf.data.Dataset.zip((xs, tf.data.Dataset.from_tensor_slices(y)))
+            return ds.repeat().batch(g, drop_remainder=True)
+        ds = tf.data.Dataset.from_tensor_slices((x, y))
+        if how == "before-shuffle":
+            ds = ds.skip(skip)
+        ds = ds.shuffle(len(x), seed=seed + seed_shift, reshuffle_each_iteration=True)
+        if how == "batch-first":
+            return ds.batch(g, drop_remainder=True).repeat().skip(skip)
+        if repeat:
+            ds = ds.repeat()
+        if how == "examples":  # skip examples before batching: the same, batch-aligned
+            return ds.skip(skip * g).batch(g, drop_remainder=True)
+        if how == "examples-unscaled":
+            return ds.skip(skip).batch(g, drop_remainder=True)
+        ds = ds.batch(g, drop_remainder=True)
+        if how == "iterator":
+            return iter(ds.skip(skip))
+        if how == "batches-times-g":
+            return ds.skip(skip * g)
+        if how == "no-skip":
+            return ds
+        return ds.skip(skip)
+    return resumed_batches
+"""
+
+
+def task3(global_batch: int = 64, restored: int = 20, steps: int = 40, **switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return (
+        STREAM + f"verdict = checks.lab06.task3(make_resumed({args}), {global_batch}, {restored}, "
+        f"{steps})\n"
+    )
+
+
+def test_task3_right(tf_worker) -> None:
+    first = tf_worker.run(task3())
+    assert first.message == (
+        "Task 3: correct. Resumed after step 20 (batches of 64), step 7 (batches of 48) and "
+        "step 0 (batches of 32), your stream starts at the first batch not trained yet; "
+        "restored from a step-20 checkpoint and trained on it to step 40, the model ends with "
+        "the weights of an uninterrupted run (to 1e-06)."
+    )
+    assert tf_worker.run(task3()).message == first.message
+
+
+@pytest.mark.parametrize(
+    "switches",
+    [
+        {"how": "library"},
+        {"how": "examples"},
+        {"restored": 0, "steps": 5},
+        {"global_batch": 48, "restored": 7},
+    ],
+    ids=["global-batches", "skip-examples-before-batch", "from-step-0", "a-stream-case"],
+)
+def test_task3_other_right_answers(tf_worker, switches) -> None:
+    assert_verdict(tf_worker.run(task3(**switches)), "correct")
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"how": "no-skip"},
+            [
+                "for a global batch of 64 resumed after step 20: your stream starts with the "
+                "first batch of the run again",
+                "steps 21, 22, ... on batches 1, 2, ... a second time",
+                ".skip(restored_step)",
+            ],
+        ),
+        (
+            {"shift": -1},
+            [
+                "starts with batch 20 of the workers' stream; the next step, 21, trains on "
+                "batch 21",
+                "exactly restored_step batches",
+            ],
+        ),
+        ({"shift": 1}, ["starts with batch 22 of the workers' stream"]),
+        (
+            {"how": "examples-unscaled"},
+            ["starts 20 examples into the workers' stream, inside a batch", "counts examples"],
+        ),
+        (
+            {"how": "batches-times-g"},
+            ["starts with batch 1281: you skipped restored_step × global_batch = 1280 batches"],
+        ),
+        (
+            {"how": "batch-first"},
+            ["leave out the last examples of every epoch", "repeat() before batch()"],
+        ),
+        ({"how": "before-shuffle"}, ["none of the workers' first 25 batches", "shuffle(len(x)"]),
+        ({"seed_shift": 1}, ["it is not their stream"]),
+        ({"batch": 32}, ["batches of 32 examples, expected global batches of 64"]),
+        ({"repeat": False}, ["the stream ended after 0 batch(es)", "repeat()"]),
+        ({"how": "iterator"}, ["expected a tf.data.Dataset"]),
+        ({"how": "split"}, ["the labels no longer belong to their examples"]),
+    ],
+    ids=[
+        "no-skip",
+        "one-too-few",
+        "one-too-many",
+        "examples-not-batches",
+        "batches-times-g",
+        "batch-before-repeat",
+        "skip-before-shuffle",
+        "other-seed",
+        "per-worker-batch",
+        "no-repeat",
+        "iterator",
+        "split",
+    ],
+)
+def test_task3_wrong(tf_worker, switches, fragments) -> None:
+    assert_verdict(tf_worker.run(task3(**switches)), "wrong", fragments)
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task3_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab06.task3({answer}, 64, 20, 40)")
+    assert_verdict(outcome, "not attempted")
+
+
+def test_task3_resumes_real_training_on_the_digits(tf_worker) -> None:
+    # The checker calls the stream for its three comparisons (300 numbered examples), then
+    # once more on the digits, with the step a real checkpoint restored.
+    spy = (
+        STREAM
+        + "calls = []\n"
+        + "def spy(x, y, global_batch, seed, restored_step):\n"
+        + "    calls.append([list(x.shape), global_batch, seed, restored_step])\n"
+        + "    return make_resumed()(x, y, global_batch, seed, restored_step)\n"
+        + "verdict = checks.lab06.task3(spy, 64, 20, 40)\n"
+        + "out['calls'] = calls\n"
+    )
+    outcome = tf_worker.run(spy)
+    assert outcome.status == "correct", outcome.message
+    assert outcome.out["calls"] == [
+        [[300, 2], 64, 42, 20],
+        [[300, 2], 48, 42, 7],
+        [[300, 2], 32, 42, 0],
+        [[1437, 64], 64, 42, 20],
+    ]
+
+
+def test_task3_the_resumed_training_alone_catches_a_stream_not_skipped(tf_worker) -> None:
+    outcome = tf_worker.run(mutated("_check_stream", "lambda *args: None", task3(how="no-skip")))
+    assert_verdict(
+        outcome,
+        "wrong",
+        [
+            "weight array 0 after resuming at step 20 and training to step 40 (vs. an "
+            "uninterrupted run)"
+        ],
+    )
+
+
+def test_task3_mutated_checker_is_caught(tf_worker) -> None:
+    """Without the batch comparison and the resumed training, a stream that is not skipped
+    would pass: the two tests above are what would catch either mutation."""
+    case = mutated("_resume_on", "lambda *args: 0.0", task3(how="no-skip"))
+    assert tf_worker.run(mutated("_check_stream", "lambda *args: None", case)).status == "correct"
+
+
+# --------------------------------------------------------------------------- task 4
+
+#: Task 4's short run: restored from the step-4 checkpoint after a kill after step 6.
+SHORT = "steps=12, per_worker_batch=16, checkpoint_every=4, fail_at_step=6, timeout=60"
+
+#: Task 4: ``supervise`` with switches for the usual mistakes.
+SUPERVISE = """
+def make_supervise(loop="bounded", stop=True, workers="all", folder="same", returns="all",
+                   give_up="return", which=None):
+    def supervise(launcher_, config, num_workers, max_restarts, timeout):
+        use = which or launcher_
+        attempts = []
+        runs = 1 + max_restarts if loop == "bounded" else max_restarts if loop == "short" else None
+        while runs is None or len(attempts) < runs:
+            n = num_workers
+            if attempts and workers == "failed":
+                n = sum(r.returncode < 0 for r in attempts[-1].values())
+            if attempts and folder == "new":
+                config = dataclasses.replace(
+                    config, checkpoint_dir=os.path.join(config.checkpoint_dir, "new"))
+            try:
+                results = use.run(config, n).wait(timeout=timeout)
+            except Exception:
+                if loop == "swallow":
+                    continue
+                raise
+            attempts.append(results)
+            if stop and all(r.returncode == 0 for r in results.values()):
+                break
+            if loop == "once":
+                break
+        if give_up == "raise" and any(r.returncode for r in attempts[-1].values()):
+            raise RuntimeError(f"gave up after {len(attempts)} runs")
+        return attempts[-1] if returns == "last" else attempts
+    return supervise
+"""
+
+
+def task4(num_workers: int = 2, **switches) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
+    return (
+        SUPERVISE
+        + f"verdict = checks.lab06.task4(make_supervise({args}), launcher, {num_workers}, "
+        + SHORT
+        + ")\n"
+    )
+
+
+def test_task4_right(lab) -> None:
+    first = lab.run(task4())
+    assert first.message == (
+        "Task 4: correct. Run 1 failed when the checker killed worker 1 after step 6; run 2 "
+        "restarted both workers, which restored the step-4 checkpoint (step and weights equal "
+        "to the checkpoint's, bit for bit) and trained to step 12, ending with the weights of "
+        "an uninterrupted run (to 1e-05); with a worker killed in every run, it gave up after "
+        "max_restarts=1 restart."
+    )
+    assert lab.run(task4()).message == first.message
+
+
+def test_task4_giving_up_by_raising_is_right_too(lab) -> None:
+    assert_verdict(lab.run(task4(give_up="raise")), "correct")
+
+
+def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
+    code = task4(num_workers=3).replace("fail_at_step=6", "fail_at_step=3")
+    assert_verdict(
+        lab.run(code),
+        "correct",
+        [
+            "killed worker 2 after step 3",
+            "restarted all 3 workers, which found no checkpoint (none was written before the "
+            "failure) and started from step 0",
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"loop": "once"},
+            [
+                "for a run of 2 workers whose worker 1 was killed after step 6: the run failed "
+                "(worker 0 exited with code 1; worker 1 was killed by signal SIGKILL) and your "
+                "function did not start the workers again",
+            ],
+        ),
+        ({"workers": "failed"}, ["run 2 had 1 worker, the job has 2", "restart every worker"]),
+        (
+            {"folder": "new"},
+            [
+                "run 2 was started with another configuration (checkpoint_dir changed)",
+                "the chief's latest checkpoint",
+            ],
+        ),
+        ({"stop": False}, ["run 2 trained to the end", "yet your function started 1 more"]),
+        (
+            {"loop": "forever"},
+            [
+                "for a worker killed in every run, with max_restarts=1: your function tried a "
+                "run beyond the 1 restart it may make",
+                "range(1 + max_restarts)",
+            ],
+        ),
+        ({"loop": "swallow"}, ["tried a run beyond the 1 restart it may make"]),
+        ({"loop": "short"}, ["gave up after 1 run(s), before the 1 restart it may make"]),
+        (
+            {"returns": "last"},
+            ["expected a list with the results of each of the 2 runs, got a dict: the results"],
+        ),
+        (
+            {"which": "launcher"},  # the lab's launcher, not the one it received
+            ["your function started no run with the launcher it received"],
+        ),
+    ],
+    ids=[
+        "no-restart",
+        "only-the-failed-worker",
+        "new-folder",
+        "restart-after-success",
+        "unbounded",
+        "unbounded-swallowing",
+        "one-run-too-few",
+        "returns-last",
+        "global-launcher",
+    ],
+)
+def test_task4_wrong(lab, switches, fragments) -> None:
+    code = task4(**switches)
+    if switches.get("which") == "launcher":
+        code = code.replace("make_supervise(which='launcher')", "make_supervise(which=launcher)")
+    assert_verdict(lab.run(code), "wrong", fragments)
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task4_not_attempted(lab, answer) -> None:
+    before = lab.run("out['n'] = len(launcher.pids)").out["n"]
+    code = STUB + f"verdict = checks.lab06.task4({answer}, launcher, 2, {SHORT})"
+    assert_verdict(lab.run(code), "not attempted")
+    assert lab.run("out['n'] = len(launcher.pids)").out["n"] == before  # no run started
+
+
+TASK4_MUTATIONS = {
+    # The returned list not checked: a supervisor that returns only the last results passes.
+    "no-returned-check": ("_check_returned", "lambda *args: None", {"returns": "last"}),
+    # The crash loop kills only once: a supervisor that restarts forever passes.
+    "crash-loop-kills-once": (
+        "FailingLauncher",
+        "type('Once', (original,), {'__init__': lambda self, *a, every_run=False, **k: "
+        "original.__init__(self, *a, **k)})",
+        {"loop": "forever"},
+    ),
+}
+
+
+@pytest.mark.parametrize("mutation", sorted(TASK4_MUTATIONS))
+def test_task4_mutated_checker_is_caught(lab, mutation) -> None:
+    """The same wrong answer that test_task4_wrong rejects passes a mutated checker."""
+    name, replacement, switches = TASK4_MUTATIONS[mutation]
+    assert lab.run(mutated(name, replacement, task4(**switches))).status == "correct"
+
+
+def test_task4_a_supervisor_cannot_stop_the_labs_launcher(lab) -> None:
+    code = (
+        "def rude(launcher_, config, num_workers, max_restarts, timeout):\n"
+        "    launcher_.stop()\n"
+        f"verdict = checks.lab06.task4(rude, launcher, 2, {SHORT})\n"
+    )
+    assert_verdict(
+        lab.run(code), "wrong", ["raised WorkerError: the lab's launcher serves every task"]
+    )  # and the health check finds the launcher running
