@@ -13,6 +13,7 @@ and only then imports the helper that does it:
 - ``dtf.metrics``   record a notebook's result for the headless run report
 - ``dtf.cluster``   real TensorFlow clusters of server processes on this machine
 - ``dtf.server``    the command-line server for one task (``python -m dtf.server``)
+- ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links
 - ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
 - ``dtf.scaling``   throughput measurements, one configuration per process
 - ``dtf.checks``    lab checkers, one module per lab

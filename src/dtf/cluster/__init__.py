@@ -38,7 +38,9 @@ Addresses: loopback by default
     on a real network let a firewall admit only the cluster's machines. A ``LocalCluster``
     starts only tasks whose host is this machine; tasks on other machines are started there
     with the command-line server, ``python -m dtf.server`` (:mod:`dtf.server`), and excluded
-    here.
+    here. ``command_prefix={"worker/0": ["ip", "netns", "exec", "ns0"], ...}`` starts a task's
+    server under a command instead (``spawn`` only): :mod:`dtf.netns` uses it to run each task
+    in a network namespace of its own, at its own address, as on separate machines.
 
 Start methods: ``fork`` (default on Linux) and ``spawn`` (elsewhere)
     A server process spends nearly all its start-up time importing TensorFlow (~2 s without

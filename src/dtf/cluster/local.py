@@ -13,7 +13,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +134,14 @@ class LocalCluster:
     ``ready_timeout``: seconds :meth:`start` waits for every server; ``stop_grace``: seconds
     between ``SIGTERM`` and ``SIGKILL``; ``log_dir``: where the servers' logs go (default: a
     temporary folder removed by :meth:`stop`).
+
+    ``command_prefix``: ``{task or job: ["ip", "netns", "exec", "ns1"], ...}`` runs those
+    tasks' servers as ``[*prefix, python, "-m", "dtf.server", ...]``, e.g. in a network
+    namespace of their own (:mod:`dtf.netns`). Such a task runs on the host its prefix puts it
+    on, so its address need not be one of this machine's, its port is checked there (by the
+    server: a port in use is a :class:`PortInUseError`) and not here, and tasks with different
+    prefixes may share a port. It needs an address (not a count) and the ``spawn`` start
+    method (the default when ``command_prefix`` is given).
     """
 
     def __init__(
@@ -147,9 +155,18 @@ class LocalCluster:
         host: str = DEFAULT_HOST,
         pick_ports: bool = False,
         log_dir: str | os.PathLike | None = None,
+        command_prefix=None,
     ):
         jobs = load(spec)
-        self.start_method = DEFAULT_START_METHOD if start_method is None else start_method
+        self._prefix = _command_prefixes(command_prefix, jobs)
+        if start_method is None:
+            start_method = "spawn" if self._prefix else DEFAULT_START_METHOD
+        elif self._prefix and start_method != "spawn":
+            raise ClusterConfigError(
+                "command_prefix needs start_method='spawn': each prefixed task is a process of "
+                "its own, started through its prefix."
+            )
+        self.start_method = start_method
         if self.start_method not in START_METHODS:
             raise ClusterConfigError(
                 f"start_method must be 'fork' or 'spawn', got {start_method!r}."
@@ -174,8 +191,13 @@ class LocalCluster:
         for task in all_tasks(jobs):
             address = jobs[task.job][task.index]
             if address is None:
+                if task in self._prefix:
+                    raise ClusterConfigError(
+                        f"task {task} has a command_prefix but no address: give it the "
+                        "'host:port' where its prefix runs it."
+                    )
                 self._auto_hosts[task] = host
-            elif self.pick_ports:
+            elif self.pick_ports and task not in self._prefix:
                 task_host, _ = split_address(address, task)
                 if is_local_host(task_host):
                     self._auto_hosts[task] = task_host
@@ -190,11 +212,22 @@ class LocalCluster:
                 "this process plays itself."
             )
         ports: dict[int, Task] = {}
+        prefixed_ports: dict[tuple, Task] = {}
         for task in self.started_tasks:
             address = jobs[task.job][task.index]
             if address is None:
                 continue
             task_host, port = split_address(address, task)
+            if task in self._prefix:  # runs where its prefix puts it: checked there
+                key = (self._prefix[task], port)
+                if key in prefixed_ports:
+                    raise ClusterConfigError(
+                        f"tasks {prefixed_ports[key]} and {task} both use port {port} under "
+                        f"the command prefix {list(self._prefix[task])}; a TensorFlow server "
+                        "listens on every interface, so they need two ports."
+                    )
+                prefixed_ports[key] = task
+                continue
             if not is_local_host(task_host):
                 raise ClusterConfigError(
                     f"task {task} has host {task_host!r}, which is not this machine: a "
@@ -268,7 +301,7 @@ class LocalCluster:
                     self._wait_ready(self.started_tasks, deadline)
                     break
                 except PortInUseError as exc:
-                    if attempt == PORT_ATTEMPTS or exc.port in self._explicit_ports:
+                    if attempt == PORT_ATTEMPTS or exc.task not in self._auto_hosts:
                         raise
                     self._stop_tasks(self.started_tasks)  # a race for a picked port: again
             self.startup_s = time.monotonic() - began
@@ -460,7 +493,7 @@ class LocalCluster:
         if state.task not in self._down_tasks():
             raise ClusterError(f"task {state.task} is still running: kill() it first.")
         _, port = split_address(state.address)
-        if port_in_use(port):
+        if state.task not in self._prefix and port_in_use(port):
             raise PortInUseError(state.task, port)
         self._start_task(state.task)
         self._wait_ready([state.task], time.monotonic() + (timeout or self.ready_timeout))
@@ -557,6 +590,7 @@ class LocalCluster:
                     state.error = "the cluster launcher is gone"
             return
         args = [
+            *self._prefix.get(task, ()),
             sys.executable,
             "-m",
             "dtf.server",
@@ -844,6 +878,33 @@ def _remove_orphaned_log_dirs() -> None:
         if not owner.isdigit() or int(owner) == os.getpid() or psutil.pid_exists(int(owner)):
             continue
         shutil.rmtree(path, ignore_errors=True)
+
+
+def _command_prefixes(prefixes, jobs) -> dict[Task, tuple[str, ...]]:
+    """``{Task: (arg, ...)}`` from a ``command_prefix`` mapping of tasks or jobs to commands."""
+    if prefixes is None:
+        return {}
+    if not isinstance(prefixes, Mapping):
+        raise ClusterConfigError(
+            "command_prefix must be a dict of tasks or jobs to commands, e.g. "
+            "{'worker/0': ['ip', 'netns', 'exec', 'ns0']}, not "
+            f"{type(prefixes).__name__}."
+        )
+    found: dict[Task, tuple[str, ...]] = {}
+    for key, command in prefixes.items():
+        if (
+            isinstance(command, (str, bytes))
+            or not isinstance(command, Iterable)
+            or not (command := tuple(command))
+            or not all(isinstance(arg, str) and arg for arg in command)
+        ):
+            raise ClusterConfigError(
+                f"the command_prefix of {key!r} must be a non-empty list of strings, e.g. "
+                f"['ip', 'netns', 'exec', 'ns0'], got {prefixes[key]!r}."
+            )
+        for task in select_tasks([key], jobs):
+            found[task] = command
+    return found
 
 
 def _positive_seconds(name: str, value) -> float:
