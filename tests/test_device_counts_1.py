@@ -23,3 +23,13 @@ def test_every_notebook_that_sets_up_devices_takes_the_count_as_a_parameter():
     assert set(uses_setup) <= set(notebooks()), sorted(
         str(p.relative_to(ROOT)) for p in set(uses_setup) - set(notebooks())
     )
+
+
+def test_every_notebook_gets_two_counts_other_than_its_default():
+    from tests.device_counts import COUNTS, cases, notebooks, parameters
+
+    runs = {count: {param.values[0] for param in cases(count)} for count in COUNTS}
+    for path in notebooks():
+        counts = [c for c in COUNTS if path in runs[c]]
+        assert len(counts) == 2 and parameters(path)["NUM_DEVICES"] not in counts, (path, counts)
+    assert all(runs[c] for c in COUNTS), "every count is run for some notebook"
