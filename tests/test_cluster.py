@@ -725,6 +725,21 @@ def test_module_docs_name_the_trade_offs():
     assert Path(module.__file__).parent.name == "cluster"
 
 
+def _client_result(code: str) -> dict:
+    """Run a client script in a fresh process (TensorFlow connects once per process); its
+    result is the JSON of its last output line."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **QUIET_ENV},
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 RESTARTED_PS = """
 import json, time
 from dtf import quiet
@@ -783,16 +798,7 @@ def test_a_restarted_parameter_server_is_reached_again_at_once():
     address and reconnect: the first attempts may still fail with 'Connection refused' (gRPC
     retries a refused address after a back-off), so the client retries with a deadline, and
     training goes on within seconds (measured: 2-4 attempts, ~0.2 s)."""
-    proc = subprocess.run(
-        [sys.executable, "-c", RESTARTED_PS],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **QUIET_ENV},
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    out = _client_result(RESTARTED_PS)
     assert out["join"] == "UnavailableError"
     assert out["after"] == 3.0  # a fresh variable on the restarted ps, three steps
     assert 1 <= out["attempts"] and out["seconds"] < 30, out
@@ -822,16 +828,7 @@ print(json.dumps(out), flush=True)
 
 
 def test_an_idle_client_is_not_cut_off_by_its_keepalive_pings():
-    """With gRPC's default of two pings without data, the first op after ~5 s of idleness
-    failed with 'UnavailableError: Too many pings'; GRPC_OPTIONS allows one."""
-    proc = subprocess.run(
-        [sys.executable, "-c", IDLE_CLIENT],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **QUIET_ENV},
-        cwd=ROOT,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    """With gRPC's default of two pings without data, the first op after several seconds of
+    idleness failed with 'UnavailableError: Too many pings'; GRPC_OPTIONS allows one."""
+    out = _client_result(IDLE_CLIENT)
     assert out == {"first": 3.0, "after_idle": 3.0}, out
