@@ -538,6 +538,9 @@ def test_start_up_times_and_every_way_out_leaves_nothing():
 
 def test_an_interrupted_start_leaves_nothing():
     cluster = LocalCluster({"worker": 2}, start_method="fork")
+    # interrupt_main() does nothing while SIGINT is ignored, as it is in a background job of a
+    # shell (and in every process started from one): install Python's handler for the test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(0.5, lambda: __import__("_thread").interrupt_main())
     timer.start()
     try:
@@ -545,6 +548,7 @@ def test_an_interrupted_start_leaves_nothing():
             cluster.start()
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert cluster.launcher_pid is not None
     assert_gone([cluster.launcher_pid, *cluster.pids.values()], [])
     assert not cluster.running

@@ -574,6 +574,8 @@ def test_a_crashed_owner_leaves_nothing_for_the_next_run(tmp_path):
 def test_an_interrupt_an_error_or_a_plain_exit_leaves_nothing():
     code = (
         "import os, signal, sys, time\n"
+        # Python ignores SIGINT if it started ignored (a background job of a shell): restore it.
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from subprocess import DEVNULL\n"
         "from dtf.netns import Hosts\n"
         "how = sys.argv[1]\n"
