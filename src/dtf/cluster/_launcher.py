@@ -123,24 +123,17 @@ def _reap(children: dict[int, dict], proto: int) -> None:
 
 
 def _stop_children(children: dict[int, dict], proto: int) -> None:
-    for pid in list(children):
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + STOP_GRACE_S
-    while children and time.monotonic() < deadline:
-        _reap(children, proto)
-        time.sleep(_POLL_S)
-    for pid in list(children):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    deadline = time.monotonic() + STOP_GRACE_S
-    while children and time.monotonic() < deadline:
-        _reap(children, proto)
-        time.sleep(_POLL_S)
+    """SIGTERM every child, SIGKILL those still there after the grace period."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in list(children):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + STOP_GRACE_S
+        while children and time.monotonic() < deadline:
+            _reap(children, proto)
+            time.sleep(_POLL_S)
 
 
 def main() -> None:
