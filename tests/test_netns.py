@@ -42,6 +42,8 @@ from .conftest import QUIET_ENV, ROOT
 pytestmark = pytest.mark.timeout(180)
 REASON = netns.unavailable_reason()
 needs_root = pytest.mark.skipif(REASON is not None, reason=f"dtf.netns: {REASON}")
+#: Set by .ci/run when it runs as root: there these tests must run, never skip.
+REQUIRED = os.environ.get("DTF_REQUIRE_NETNS") == "1"
 CLIENT = str(Path(__file__).with_name("netns_client.py"))
 #: The bound the issue sets for a cut link to become an error.
 ERROR_WITHIN_S = 10.0
@@ -264,6 +266,15 @@ def _nothing_of(tag: str) -> None:
     """No namespace and no interface of ``tag`` (``ours`` parses every name exactly)."""
     assert tag not in netns.ours()
     assert not [n for n in netns.namespaces() if n.startswith(f"{netns.NS_PREFIX}{tag}-")]
+
+
+def test_namespace_tests_run_where_ci_requires_them():
+    """CI runs as root and sets DTF_REQUIRE_NETNS=1: a machine where the namespace tests
+    would skip fails here instead of passing with them silently skipped."""
+    if REQUIRED:
+        assert REASON is None, f"DTF_REQUIRE_NETNS=1, but dtf.netns cannot run: {REASON}"
+    elif REASON is not None:
+        pytest.skip(f"dtf.netns: {REASON}")
 
 
 # --------------------------------------------------------------------------- fixtures
