@@ -1,0 +1,108 @@
+"""Notebook 13 runs from top to bottom without the capabilities network namespaces need.
+
+Its hosts are Linux network namespaces, which need root (precisely ``CAP_SYS_ADMIN`` and
+``CAP_NET_ADMIN``). A learner without them must still be able to "Run all": every cell that
+needs namespaces prints one ``skipped: ...`` line instead, and no cell raises. The stored
+outputs and nbval's run in the test suite cover the path with root (where the tests run as
+root); this test covers the other one. As root it drops the two capabilities with
+``setpriv`` (or ``capsh``) for the course's runner, ``tools/run_notebooks.py`` (papermill),
+and everything it starts, then checks the report, the skip lines, that no cell stored an
+error, and that the outputs nbval compares (cells tagged ``nbval-check-output``) are the
+stored ones: the same on both paths. About 7 s here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+
+NOTEBOOK = ROOT / "notebooks" / "13_hosts_on_one_machine.ipynb"
+CAPS = ("sys_admin", "net_admin")
+CHECK_TAG = "nbval-check-output"
+
+pytestmark = pytest.mark.timeout(360)
+
+
+def dropping(argv: list[str]) -> list[str] | None:
+    """``argv`` run without ``CAPS`` (for it and every process it starts), or ``None`` when
+    neither ``setpriv`` (util-linux) nor ``capsh`` (libcap) is installed."""
+    if shutil.which("setpriv"):
+        caps = ",".join(f"-{c}" for c in CAPS)
+        return ["setpriv", f"--bounding-set={caps}", f"--inh-caps={caps}", *argv]
+    if shutil.which("capsh"):
+        drop = ",".join(f"cap_{c}" for c in CAPS)
+        return ["capsh", f"--drop={drop}", "--", "-c", shlex.join(argv)]
+    return None
+
+
+def _skip_reason() -> str | None:
+    if not sys.platform.startswith("linux"):
+        return "Linux only: network namespaces and capabilities are Linux's"
+    if os.geteuid() != 0:
+        return "not root: there is nothing to drop, and nbval's run already takes the skip path"
+    if dropping(["true"]) is None:
+        return "neither setpriv (util-linux) nor capsh (libcap) is installed to drop capabilities"
+    return None
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env
+
+
+def _text(cell) -> str:
+    return "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+
+
+@pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+def test_notebook_13_runs_and_skips_cleanly_without_the_capabilities(tmp_path):
+    # What the notebook's processes will be told (and proof that the capabilities are gone).
+    code = "from dtf import netns; print(netns.unavailable_reason())"
+    probe = dropping([sys.executable, "-c", code])
+    reason = subprocess.run(
+        probe, capture_output=True, text=True, timeout=60, cwd=ROOT, env=_env()
+    ).stdout.strip()
+    assert reason.startswith("needs root:"), f"the capabilities were not dropped: {reason!r}"
+    skip_line = f"skipped: {reason} (run as root on Linux to see it)"
+
+    out, reports = tmp_path / "out", tmp_path / "reports"
+    runner = [sys.executable, "tools/run_notebooks.py", str(NOTEBOOK), "--timeout", "240"]
+    runner += ["--output-dir", str(out), "--report-dir", str(reports)]
+    done = subprocess.run(
+        dropping(runner), capture_output=True, text=True, timeout=300, cwd=ROOT, env=_env()
+    )
+    report = json.loads((reports / "report.json").read_text(encoding="utf-8"))
+    (row,) = report["results"]
+    assert done.returncode == 0 and row["status"] == "passed", (row, done.stdout, done.stderr)
+    assert not row["warnings"], row["warnings"]  # e.g. leftover processes the runner stopped
+    print(f"\nnotebook 13 without {', '.join(CAPS)}: {row['seconds']} s")
+
+    (executed_path,) = out.rglob(NOTEBOOK.name)
+    executed = nbformat.read(executed_path, as_version=4)
+    stored = nbformat.read(NOTEBOOK, as_version=4)
+    cells = [c for c in executed.cells if c.cell_type == "code"]
+    needs_hosts = [c for c in cells if "can_run()" in c.source and "def can_run" not in c.source]
+    assert len(needs_hosts) >= 10
+    for cell in needs_hosts:  # every such cell: the skip line, and nothing else
+        assert _text(cell) == skip_line + "\n", cell.source
+    for cell in cells:
+        assert all(o.output_type != "error" for o in cell.outputs), cell.source
+        assert all(o.get("name") != "stderr" for o in cell.outputs), cell.source
+    checked = [
+        (mine, theirs)
+        for mine, theirs in zip(executed.cells, stored.cells, strict=True)
+        if CHECK_TAG in theirs.metadata.get("tags", [])
+    ]
+    assert checked, "no cell tagged nbval-check-output"
+    for mine, theirs in checked:  # what nbval compares is path-independent
+        assert _text(mine) == _text(theirs), mine.source
