@@ -172,14 +172,17 @@ TFJOB_BREAKS = {
 }
 
 
-@pytest.mark.parametrize("what", sorted(TFJOB_BREAKS))
-def test_broken_tfjobs_are_caught(what):
-    manifest = deploy.tfjob({"worker": 2})
+def _caught(manifest: dict, breaks, message: str) -> None:
+    """``manifest`` validates, and no longer does once ``breaks`` has changed it."""
     deploy.validate(manifest)
-    breaks, message = TFJOB_BREAKS[what]
     breaks(manifest)
     with pytest.raises(deploy.ManifestError, match=message):
         deploy.validate(manifest)
+
+
+@pytest.mark.parametrize("what", sorted(TFJOB_BREAKS))
+def test_broken_tfjobs_are_caught(what):
+    _caught(deploy.tfjob({"worker": 2}), *TFJOB_BREAKS[what])
 
 
 # --------------------------------------------------------------------------- Indexed Jobs
@@ -248,12 +251,7 @@ JOB_BREAKS = {
 
 @pytest.mark.parametrize("what", sorted(JOB_BREAKS))
 def test_broken_jobs_are_caught(what):
-    manifest = deploy.indexed_jobs({"worker": 2})[1]
-    deploy.validate(manifest)
-    breaks, message = JOB_BREAKS[what]
-    breaks(manifest)
-    with pytest.raises(deploy.ManifestError, match=message):
-        deploy.validate(manifest)
+    _caught(deploy.indexed_jobs({"worker": 2})[1], *JOB_BREAKS[what])
 
 
 def test_broken_service_and_unknown_kinds_are_caught():
