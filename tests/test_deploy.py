@@ -115,6 +115,23 @@ def test_tfjob_of_a_ps_cluster_validates():
     }
 
 
+def test_gpus_per_pod_and_the_gpu_image():
+    manifests = [deploy.tfjob({"worker": 2}, gpus=2), *deploy.indexed_jobs({"worker": 2}, gpus=2)]
+    for manifest in manifests:
+        deploy.validate(manifest)
+    tf_container = manifests[0]["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    job_container = manifests[2]["spec"]["template"]["spec"]
+    for container in (tf_container["containers"][0], job_container["containers"][0]):
+        assert container["resources"] == {"limits": {"nvidia.com/gpu": "2"}}
+        assert container["image"] == deploy.DEFAULT_GPU_IMAGE
+    plain = deploy.tfjob({"worker": 1}, image="registry.example/me/train:1")
+    container = plain["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert "resources" not in container and container["image"] == "registry.example/me/train:1"
+    for bad in (-1, 1.0, True, 17):
+        with pytest.raises(ClusterConfigError, match="gpus"):
+            deploy.tfjob({"worker": 1}, gpus=bad)
+
+
 def test_tfjob_of_the_post_needs_its_client_left_out():
     with pytest.raises(ClusterConfigError, match="job 'host' has no TFJob replica type.*exclude"):
         deploy.tfjob(POST)

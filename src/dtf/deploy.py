@@ -28,10 +28,12 @@ of counts (``{"worker": 2, "ps": 1}``) is enough for Kubernetes; ``hosts.txt`` a
 ``TF_CONFIG`` files need addresses.
 
 The container runs, by default, a bare TensorFlow server built from ``TF_CONFIG`` in plain
-TensorFlow (:data:`SERVER_SNIPPET`, no course package needed in the image; ``--image``,
-default :data:`DEFAULT_IMAGE`), with the course's gRPC keepalive defaults; ``--command``
-puts your training script there instead. The operator adds ``TF_CONFIG`` to a TFJob's pods
-itself; the Indexed Jobs set it from the pod's index with Kubernetes' ``$(VAR)`` expansion.
+TensorFlow (:data:`SERVER_SNIPPET`, no course package needed in the image), with the course's
+gRPC keepalive defaults; ``--command`` puts your training script there instead. The image is
+``--image``, by default :data:`DEFAULT_IMAGE`, or :data:`DEFAULT_GPU_IMAGE` with ``--gpus N``,
+which asks for N of ``nvidia.com/gpu`` (NVIDIA's device plugin) per pod. The operator adds
+``TF_CONFIG`` to a TFJob's pods itself; the Indexed Jobs set it from the pod's index with
+Kubernetes' ``$(VAR)`` expansion.
 
 Security, as everywhere in the course: a TensorFlow server runs any graph sent to it, with
 no authentication. Keep the pods' port inside the cluster (no ``LoadBalancer``, no
@@ -67,6 +69,10 @@ from dtf.cluster.spec import (
 
 #: The image of the default container: TensorFlow's own, at the course's version.
 DEFAULT_IMAGE = "tensorflow/tensorflow:2.21.0"
+#: The same with CUDA, the default when the pods ask for GPUs.
+DEFAULT_GPU_IMAGE = "tensorflow/tensorflow:2.21.0-gpu"
+#: The extended resource NVIDIA's Kubernetes device plugin offers GPUs as.
+GPU_RESOURCE = "nvidia.com/gpu"
 #: The port every task listens on inside Kubernetes (each pod has its own address).
 DEFAULT_PORT = 2222
 #: The deployment's name when none is given (Kubernetes object names start with it).
@@ -189,16 +195,28 @@ def _command(command) -> list[str]:
     return argv
 
 
-def _container(image: str, command, port: int, name: str, port_name: str, env=()) -> dict:
+def _gpus(gpus) -> int:
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or not 0 <= gpus <= 16:
+        raise ClusterConfigError(f"gpus {gpus!r} is not a whole number from 0 to 16 (per pod).")
+    return gpus
+
+
+def _container(image, command, port: int, name: str, port_name: str, env=(), gpus=0) -> dict:
+    gpus = _gpus(gpus)
+    if image is None:
+        image = DEFAULT_GPU_IMAGE if gpus else DEFAULT_IMAGE
     if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
         raise ClusterConfigError(f"image {image!r} is not a container image name.")
-    return {
+    container = {
         "name": name,
         "image": image,
         "command": _command(command),
         "ports": [{"name": port_name, "containerPort": port}],
         "env": [*env, {"name": cluster_env.GRPC_ENV, "value": cluster_env.grpc_options_value()}],
     }
+    if gpus:  # a quantity: the API takes it as a string
+        container["resources"] = {"limits": {GPU_RESOURCE: str(gpus)}}
+    return container
 
 
 def _port(port) -> int:
@@ -219,11 +237,12 @@ def _metadata(name: str, namespace: str | None, labels: dict | None = None) -> d
 def tfjob(
     spec,
     name: str = DEFAULT_NAME,
-    image: str = DEFAULT_IMAGE,
+    image: str | None = None,
     command=None,
     port: int = DEFAULT_PORT,
     namespace: str | None = None,
     exclude=None,
+    gpus: int = 0,
 ) -> dict:
     """A ``kubeflow.org/v1`` ``TFJob`` with one replica spec per job of ``spec``.
 
@@ -253,7 +272,9 @@ def tfjob(
                 "metadata": {"labels": {CLUSTER_LABEL: name, JOB_LABEL: _k8s_job_name(job)}},
                 "spec": {
                     "containers": [
-                        _container(image, command, port, TFJOB_CONTAINER, TFJOB_PORT_NAME)
+                        _container(
+                            image, command, port, TFJOB_CONTAINER, TFJOB_PORT_NAME, gpus=gpus
+                        )
                     ]
                 },
             },
@@ -299,11 +320,12 @@ def pod_dns_names(
 def indexed_jobs(
     spec,
     name: str = DEFAULT_NAME,
-    image: str = DEFAULT_IMAGE,
+    image: str | None = None,
     command=None,
     port: int = DEFAULT_PORT,
     namespace: str | None = None,
     exclude=None,
+    gpus: int = 0,
 ) -> list[dict]:
     """The operator-free form: a headless ``Service`` and one Indexed ``Job`` per job."""
     name, port = check_name(name), _port(port)
@@ -354,7 +376,7 @@ def indexed_jobs(
                             "subdomain": name,
                             "restartPolicy": "OnFailure",
                             "containers": [
-                                _container(image, command, port, TFJOB_CONTAINER, "tf", env)
+                                _container(image, command, port, TFJOB_CONTAINER, "tf", env, gpus)
                             ],
                         },
                     },
@@ -532,12 +554,13 @@ def write(
     spec,
     out: str | Path,
     name: str = DEFAULT_NAME,
-    image: str = DEFAULT_IMAGE,
+    image: str | None = None,
     command=None,
     port: int = DEFAULT_PORT,
     namespace: str | None = None,
     exclude=None,
     check: bool = False,
+    gpus: int = 0,
 ) -> tuple[list[Path], list[str]]:
     """Write the deployment files of ``spec`` into ``out``; returns (paths written, one line
     for each part left out and why). ``check``: validate the manifests first."""
@@ -545,7 +568,9 @@ def write(
     out = Path(out)
     written: list[Path] = []
     skipped: list[str] = []
-    k8s_args = dict(name=name, image=image, command=command, port=port, namespace=namespace)
+    k8s_args = dict(
+        name=name, image=image, command=command, port=port, namespace=namespace, gpus=gpus
+    )
 
     def put(relative: str, text: str) -> None:
         path = out / relative
@@ -609,7 +634,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", default="build/deploy", help="folder to write (build/deploy)")
     parser.add_argument("--name", default=DEFAULT_NAME, help=f"Kubernetes name ({DEFAULT_NAME})")
     parser.add_argument("--namespace", help="Kubernetes namespace (default: kubectl's)")
-    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"image ({DEFAULT_IMAGE})")
+    parser.add_argument(
+        "--image", help=f"container image ({DEFAULT_IMAGE}; with --gpus {DEFAULT_GPU_IMAGE})"
+    )
+    parser.add_argument("--gpus", type=int, default=0, help="GPUs per pod (0)")
     parser.add_argument("--command", help="container command (default: a TensorFlow server)")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT, help="pods' port (2222)")
     parser.add_argument(
@@ -629,6 +657,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.out,
             name=args.name,
             image=args.image,
+            gpus=args.gpus,
             command=args.command,
             port=args.port,
             namespace=args.namespace,
