@@ -41,7 +41,7 @@ two digits). Everything here imports TensorFlow lazily, inside the checkers that
 
 from __future__ import annotations
 
-from dtf.checks import lab01, lab02, lab03, lab04, lab05, lab06
+from dtf.checks import lab01, lab02, lab03, lab04, lab05, lab06, lab07
 from dtf.checks.core import (
     CORRECT,
     NOT_ATTEMPTED,
@@ -85,6 +85,7 @@ __all__ = [
     "lab04",
     "lab05",
     "lab06",
+    "lab07",
     "reset",
     "short",
     "summary",

@@ -1,0 +1,582 @@
+"""Checkers of Lab 07 · From a cluster file to a deployment (``labs/07_deployment_lab.ipynb``).
+
+The lab practises the last section of notebook 13 (``dtf.deploy``: one cluster file, many
+deployments) and the ``TF_CONFIG`` of notebooks 07 and 11. Nothing here imports TensorFlow,
+starts a server, touches the network or needs root: every answer is text or a dict, and each
+checker compares it with what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the
+lab's own inputs and on layouts of its own.
+
+1. :func:`task1`: the ``TF_CONFIG`` JSON of one task, compared (parsed) with
+   :func:`dtf.cluster.spec.tf_config` for tasks of three clusters: the post's file, machines
+   with DNS names and a ``chief``/``worker``/``ps`` layout, and the same layout in Kubernetes;
+2. :func:`task2`: the cluster spec inside Kubernetes (pods of Indexed Jobs behind a headless
+   Service), compared with :func:`dtf.deploy.pod_dns_names` for three deployments;
+3. :func:`task3`: repair a ``TFJob`` broken in ways hand-edited manifests are
+   (:func:`break_tfjob`): the repaired copy must pass :func:`dtf.deploy.validate`, keep every
+   replica count, equal the manifest ``dtf.deploy.tfjob`` writes, and the input must stay as
+   it was;
+4. :func:`task4` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets once Kubernetes
+   has expanded ``$(TASK_INDEX)``, compared with Task 1's answer for Task 2's cluster.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import json
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from dtf import deploy
+from dtf.checks.core import Wrong, call_function, expected_got, short, task
+from dtf.cluster.spec import ClusterConfigError, Task, all_tasks, load, tf_config
+
+LAB = "lab07"
+
+#: The layout of Tasks 3 and 4: a chief, three workers and a parameter server, given as
+#: counts (Kubernetes gives the pods their addresses).
+LAYOUT = {"chief": 1, "worker": 3, "ps": 1}
+#: Task 1: real machines, each with its own DNS name, every server on the same port.
+MACHINES = {
+    "chief": ["chief.cluster.internal:2222"],
+    "worker": [f"worker{i}.cluster.internal:2222" for i in range(3)],
+    "ps": ["ps0.cluster.internal:2222"],
+}
+#: Tasks 2 and 4: the checker's own deployments, ``(name, counts, port)``.
+OTHER_DEPLOYMENTS = (
+    ("mnist", {"chief": 1, "worker": 3, "ps": 2}, 2222),
+    ("train", {"worker": 2}, 5000),
+)
+
+
+def course_file(relative: str | os.PathLike) -> Path:
+    """``relative`` (e.g. ``clusters/host_two_workers.json``) found from the working
+    directory: there, or in the first parent folder that has it. The solution
+    (``labs/solutions/``) and the student lab (``labs/``) run in different folders; both
+    find the course's ``clusters/`` this way."""
+    path = Path(relative)
+    if path.is_absolute():
+        if path.is_file():
+            return path
+        raise FileNotFoundError(f"{str(path)!r} does not exist")
+    here = Path.cwd().resolve()
+    for folder in (here, *here.parents):
+        if (folder / path).is_file():
+            return folder / path
+    raise FileNotFoundError(
+        f"no {str(path)!r} in {here} or any folder above it: give CLUSTER_FILE as a path "
+        "relative to the course's folder (clusters/host_two_workers.json) or an absolute one"
+    )
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def task1_cases(cluster: Mapping[str, list]) -> list[tuple[str, dict[str, list[str]], Task]]:
+    """``(what, cluster, task)`` for every TF_CONFIG Task 1 is checked on: the first and the
+    last task of the lab's cluster, the chief, a worker and the ps of :data:`MACHINES`, and
+    worker 2 of :data:`LAYOUT` inside Kubernetes."""
+    jobs = {job: list(a) for job, a in load(cluster).items()}
+    if any(None in addresses for addresses in jobs.values()):
+        raise ClusterConfigError("the lab's cluster must give every task's 'host:port'")
+    tasks = all_tasks(jobs)
+    cases = [("the lab's cluster", jobs, t) for t in dict.fromkeys([tasks[-1], tasks[0]])]
+    cases += [
+        ("machines with DNS names", MACHINES, Task(job, index))
+        for job, index in (("worker", 1), ("ps", 0), ("chief", 0))
+    ]
+    pods = deploy.pod_dns_names(LAYOUT)
+    cases.append(("the pods of a Kubernetes deployment", pods, Task("worker", 2)))
+    return cases
+
+
+def _parse_tf_config(got: Any, what: str) -> dict:
+    if isinstance(got, Mapping):
+        raise Wrong(
+            f"for {what}: expected JSON text (a str), got a dict",
+            "TF_CONFIG is an environment variable, and environment variables hold text: "
+            "return json.dumps(...) of the dict",
+        )
+    if isinstance(got, bytes):
+        raise Wrong(f"for {what}: expected a str, got bytes", "return text: json.dumps(...)")
+    if not isinstance(got, str):
+        raise Wrong(f"for {what}: expected JSON text (a str), got {short(got)}")
+    try:
+        value = json.loads(got)
+    except json.JSONDecodeError as exc:
+        hint = "build a dict and return json.dumps(that_dict)"
+        try:
+            if isinstance(ast.literal_eval(got), dict):
+                hint = (
+                    "Python's str() of a dict writes Python (single quotes, True, None), "
+                    "not JSON: "
+                    "use json.dumps, which every TensorFlow process can json.loads"
+                )
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            pass
+        raise Wrong(
+            f"for {what}: your text is not valid JSON ({exc.msg} at column {exc.colno}): "
+            f"{short(got)}",
+            hint,
+        ) from None
+    if not isinstance(value, dict):
+        raise Wrong(
+            f'for {what}: expected a JSON object {{"cluster": ..., "task": ...}}, '
+            f"got {short(value)}"
+        )
+    return value
+
+
+def _check_task(got: Any, want: dict, what: str) -> None:
+    job, index = want["type"], want["index"]
+    if isinstance(got, str):
+        raise Wrong(
+            f'for {what}: expected "task" to be an object {json.dumps(want)}, got the text {got!r}',
+            'the task is an object of two keys: its job, "type", and its index, "index"',
+        )
+    if not isinstance(got, Mapping):
+        raise Wrong(expected_got(want, got, f'{what}, "task"'))
+    if set(got) != {"type", "index"}:
+        raise Wrong(
+            expected_got(sorted(want), sorted(got), f'{what}, the keys of "task"'),
+            'TensorFlow reads task["type"] (the job\'s name) and task["index"]; '
+            "job_name/task_index are TF1's command-line flags, not TF_CONFIG keys",
+        )
+    kind = got["type"]
+    if kind != job:
+        if isinstance(kind, str) and kind.lower() == job:
+            hint = (
+                f"{kind!r} is how a TFJob names the replica type; TensorFlow's job name is "
+                f"{job!r}, as in the cluster (a server asked for {kind!r} fails: Job "
+                f'"{kind}" was not defined in cluster)'
+            )
+        elif isinstance(kind, str) and kind.startswith("/job:"):
+            hint = f"the job's name alone, {job!r}, not a device name"
+        else:
+            hint = f'"type" is the job the task belongs to, the `job` argument ({job!r})'
+        raise Wrong(expected_got(job, kind, f"{what}, the task's type"), hint)
+    number = got["index"]
+    if number != index or isinstance(number, bool) or not isinstance(number, int):
+        if isinstance(number, str) and number.strip() == str(index):
+            hint = (
+                f"the index is a number, {index}, not the text {number!r}: the server command "
+                "of the course's manifests, tf.distribute.Server(..., task_index=...), "
+                "refuses a str (TypeError)"
+            )
+        elif isinstance(number, int) and number == index + 1:
+            hint = "task indices start at 0: task i is the i-th address of its job's list"
+        else:
+            hint = "\"index\" is the task's position in its job's list, the `index` argument"
+        raise Wrong(expected_got(index, number, f"{what}, the task's index"), hint)
+
+
+def _check_cluster(got: Any, want: dict, what: str, task_: Task) -> None:
+    if got == want:
+        return
+    if isinstance(got, Mapping) and set(got) == {task_.job} and len(want) > 1:
+        hint = (
+            "every task gets the whole cluster, the same in every TF_CONFIG: every job and "
+            'every address; only "task" differs from one task to the next'
+        )
+    elif (
+        isinstance(got, Mapping)
+        and set(got) == set(want)
+        and all(
+            isinstance(got[j], list) and sorted(map(str, got[j])) == sorted(want[j]) for j in want
+        )
+    ):
+        hint = "keep each job's addresses in their order: task i is the i-th address"
+    else:
+        hint = '"cluster" is the cluster you were given, as it is: {job: ["host:port", ...]}'
+    raise Wrong(expected_got(want, got, f'{what}, "cluster"'), hint)
+
+
+@task(LAB, 1)
+def task1(answer: Any, cluster: Any) -> str:
+    """``tf_config_for(cluster, job, index) -> str``: the ``TF_CONFIG`` JSON of one task.
+    Checked on :func:`task1_cases`: the text must be JSON, and the parsed object must equal
+    that of :func:`dtf.cluster.spec.tf_config`, ``{"cluster": ..., "task": {"type", "index"}}``
+    (the index a number), with no other key."""
+    try:
+        cases = task1_cases(cluster)
+    except ClusterConfigError as exc:
+        raise Wrong(
+            f"the checker cannot use the lab's cluster: {exc}",
+            "run the Setup cell (it reads CLUSTER_FILE), then this one",
+        ) from None
+    for what, jobs, task_ in cases:
+        where = f"{task_} of {what}"
+        got = call_function(answer, copy.deepcopy(jobs), task_.job, task_.index)
+        value = _parse_tf_config(got, where)
+        want = json.loads(tf_config(jobs, task_))
+        if set(value) != {"cluster", "task"}:
+            tf1 = {"job_name", "task_index", "task_type", "type", "index"} & set(value)
+            hint = (
+                'TF_CONFIG holds two keys: "cluster" (the whole spec) and "task" '
+                '({"type": job, "index": index})'
+            )
+            if tf1:
+                hint += '; the task\'s job and index go inside "task"'
+            raise Wrong(
+                expected_got(["cluster", "task"], sorted(value), f"{where}, the keys"), hint
+            )
+        _check_task(value["task"], want["task"], where)
+        _check_cluster(value["cluster"], want["cluster"], where, task_)
+    clusters = len(dict.fromkeys(what for what, _, _ in cases))
+    return (
+        f"{len(cases)} tasks of {clusters} clusters give the TF_CONFIG of "
+        "dtf.cluster.spec.tf_config: the whole cluster, the task's job and its index, a number"
+    )
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def task2_cases(name: str, counts: Mapping[str, int], port: int) -> list[tuple[str, dict, int]]:
+    """``(name, counts, port)`` of the deployments Task 2 is checked on: the lab's, then
+    :data:`OTHER_DEPLOYMENTS` (one with a ``ps`` job)."""
+    cases = [(name, dict(counts), port), *((n, dict(c), p) for n, c, p in OTHER_DEPLOYMENTS)]
+    unique: list[tuple[str, dict, int]] = []
+    for case in cases:
+        if case not in unique:
+            unique.append(case)
+    return unique
+
+
+def _address_hint(got: Any, name: str, job: str, index: int, port: int) -> str:
+    pod = f"{name}-{job}-{index}"
+    if not isinstance(got, str):
+        return f"each address is text, 'host:port', e.g. {pod}.{name}:{port}"
+    host, sep, port_text = got.rpartition(":")
+    if not sep or not port_text.isdigit():
+        return f"an address is 'host:port': add the port, :{port}"
+    if port_text != str(port):
+        return f"every pod listens on the same port, `port` ({port}): each has its own address"
+    if host == pod:
+        return (
+            f"a pod's host name has a DNS record only under its subdomain, the headless "
+            f"Service: <pod host name>.<Service name>, here {pod}.{name}"
+        )
+    if host.startswith(f"{pod}.{name}."):
+        return (
+            "leave the namespace and the cluster domain out: the pods' DNS search path adds "
+            "them, so the same spec works in any namespace"
+        )
+    if host == f"{job}-{index}.{name}":
+        return (
+            f"an Indexed Job's pod host name is <Job name>-<index>, and the Job of job "
+            f"{job!r} is named {name}-{job}"
+        )
+    if host == f"{name}-{job}-{index + 1}.{name}":
+        return "completion indices start at 0: task i runs in the pod with index i"
+    if host == f"{name}-{index}.{name}" or host == f"{name}-{job}.{name}":
+        return f"the pod host name holds the deployment, the job and the index: {pod}"
+    return f"task i of job J is NAME-J-i.NAME:PORT: here {pod}.{name}:{port}"
+
+
+@task(LAB, 2)
+def task2(answer: Any, name: str, counts: Any, port: int) -> str:
+    """``pod_addresses(name, counts, port) -> {job: [address, ...]}``: task ``i`` of job
+    ``J`` is ``NAME-J-i.NAME:PORT`` (the pod of index ``i`` of the Indexed Job ``NAME-J``,
+    under the headless Service ``NAME``). Checked against :func:`dtf.deploy.pod_dns_names`
+    on :func:`task2_cases`."""
+    try:
+        cases = task2_cases(name, counts, port)
+        expected = [deploy.pod_dns_names(c, n, p) for n, c, p in cases]
+    except (ClusterConfigError, TypeError, ValueError) as exc:
+        raise Wrong(
+            f"the checker cannot use the lab's deployment (NAME={name!r}, counts={counts!r}, "
+            f"PORT={port!r}): {exc}",
+            "fix NAME or PORT in the parameters cell and run the lab from the top",
+        ) from None
+    for (n, c, p), want in zip(cases, expected, strict=True):
+        what = f"name={n!r}, counts={c}, port={p}"
+        got = call_function(answer, n, dict(c), p)
+        if not isinstance(got, Mapping):
+            raise Wrong(
+                f"for {what}: expected a dict {{job: ['host:port', ...]}}, got {short(got)}",
+                f"return e.g. {{'worker': ['{n}-worker-0.{n}:{p}', ...]}}",
+            )
+        if sorted(got) != sorted(want):
+            raise Wrong(
+                expected_got(sorted(want), sorted(got), f"{what}, the jobs"),
+                "one entry per job of `counts`, with the same names: a cluster spec keeps "
+                "TensorFlow's job names",
+            )
+        for job, addresses in want.items():
+            have = got[job]
+            if isinstance(have, (str, bytes)) or not hasattr(have, "__len__"):
+                raise Wrong(
+                    f"for {what}: job {job!r} must be a list of addresses, got {short(have)}",
+                    "one address per task, in index order",
+                )
+            have = list(have)
+            if len(have) != len(addresses):
+                raise Wrong(
+                    expected_got(len(addresses), len(have), f"{what}, tasks of {job!r}"),
+                    "one address per task: counts[job] of them, indices 0 to counts[job] - 1",
+                )
+            for index, (a, b) in enumerate(zip(addresses, have, strict=True)):
+                if a != b:
+                    raise Wrong(
+                        expected_got(a, b, f"{what}, {job}/{index}"),
+                        _address_hint(b, n, job, index, p),
+                    )
+    first = expected[0]
+    job = "worker" if "worker" in first else next(iter(first))
+    last = len(first[job]) - 1
+    return (
+        f"{len(cases)} deployments match dtf.deploy.pod_dns_names; in yours, {job}/{last} is "
+        f"{first[job][last]}"
+    )
+
+
+# --------------------------------------------------------------------------- task 3
+
+
+def _containers(spec: dict) -> list[dict]:
+    return spec["template"]["spec"]["containers"]
+
+
+def break_tfjob(manifest: Mapping, variant: int = 0) -> dict:
+    """A copy of a valid ``TFJob`` of :data:`LAYOUT` (``chief``, ``worker``, ``ps``) with three
+    mistakes of hand-edited manifests, which :func:`dtf.deploy.validate` reports.
+
+    ``variant`` 0 (the lab's): the replica type ``Workers`` (a plural), its ``replicas`` the
+    string ``"3"`` (a quoted YAML number), and the ``PS`` container renamed ``tf``.
+    ``variant`` 1: ``chief`` (TensorFlow's job name, not the replica type), the ``Worker``
+    container renamed ``main``, and the ``PS`` replicas a string."""
+    broken = copy.deepcopy(dict(manifest))
+    specs = broken["spec"]["tfReplicaSpecs"]
+    if variant == 0:
+        specs["Workers"] = specs.pop("Worker")
+        specs["Workers"]["replicas"] = str(specs["Workers"]["replicas"])
+        _containers(specs["PS"])[0]["name"] = "tf"
+    elif variant == 1:
+        specs["chief"] = specs.pop("Chief")
+        _containers(specs["Worker"])[0]["name"] = "main"
+        specs["PS"]["replicas"] = str(specs["PS"]["replicas"])
+    else:
+        raise ValueError(f"variant must be 0 or 1, got {variant!r}")
+    return broken
+
+
+def task3_cases(name: str) -> list[tuple[str, dict, dict]]:
+    """``(what, broken, expected)``: the lab's broken TFJob (variant 0, named ``name``),
+    variant 1 of another layout, and a valid TFJob, which must come back unchanged."""
+    good = deploy.tfjob(LAYOUT, name=name)
+    other = deploy.tfjob({"chief": 1, "worker": 2, "ps": 2}, name="mnist", image="my/trainer:1")
+    valid = deploy.tfjob({"worker": 2, "ps": 1}, name="valid")
+    return [
+        ("the lab's broken TFJob", break_tfjob(good, 0), good),
+        (
+            "a TFJob broken in other ways ('chief', 'main', PS replicas \"2\")",
+            break_tfjob(other, 1),
+            other,
+        ),
+        ("a valid TFJob", copy.deepcopy(valid), valid),
+    ]
+
+
+def _replica_counts(manifest: Any) -> dict | None:
+    try:
+        return {r: s["replicas"] for r, s in manifest["spec"]["tfReplicaSpecs"].items()}
+    except (KeyError, TypeError, AttributeError):
+        return None
+
+
+def _first_difference(want: Any, got: Any, path: str = "") -> str | None:
+    """The path of the first place where ``got`` differs from ``want``, or None."""
+    if isinstance(want, Mapping) and isinstance(got, Mapping):
+        for key in list(want) + [k for k in got if k not in want]:
+            if key not in got or key not in want:
+                return f"{path}.{key}".lstrip(".")
+            found = _first_difference(want[key], got[key], f"{path}.{key}")
+            if found:
+                return found.lstrip(".")
+        return None
+    if isinstance(want, list) and isinstance(got, list) and len(want) == len(got):
+        for i, (a, b) in enumerate(zip(want, got, strict=True)):
+            found = _first_difference(a, b, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    return None if want == got and type(want) is type(got) else (path.lstrip(".") or "(top)")
+
+
+def _lookup(value: Any, path: str) -> Any:
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        try:
+            value = value[int(part[1:-1])] if part.startswith("[") else value[part]
+        except (KeyError, IndexError, TypeError):
+            return "(missing)"
+    return value
+
+
+def _validator_hint(message: str) -> str:
+    if "expected int, got '" in message:
+        return "replicas is a number: int(...) of the text (in YAML, replicas: 3, unquoted)"
+    if "not a replica type" in message:
+        hint = (
+            "a replica type is one of Chief, Master, Worker, PS, Evaluator, spelled exactly: "
+            "deploy.TFJOB_REPLICA_TYPES maps TensorFlow's job names ('ps') to them ('PS')"
+        )
+        bad = re.findall(r"tfReplicaSpecs\.([^.:\s]+): not a replica type", message)
+        known = deploy.TFJOB_REPLICA_TYPES.values()
+        if any(t.lower().startswith(b.lower()) and t != b for b in bad for t in known):
+            hint += "; careful: 'PS' ends with an S too, and it is not a plural"
+        return hint
+    if "no container named" in message:
+        return (
+            f"give the replica's container the name {deploy.TFJOB_CONTAINER!r} "
+            "(deploy.TFJOB_CONTAINER): the operator writes TF_CONFIG only into that container"
+        )
+    return "read the validator's message: each problem is one path and what is wrong there"
+
+
+@task(LAB, 3)
+def task3(answer: Any, name: str) -> str:
+    """``repair(manifest) -> dict``: a fixed copy of a broken ``TFJob``, the input unchanged.
+    Checked on :func:`task3_cases`: the input must be left as it was, the result must pass
+    :func:`dtf.deploy.validate`, have the replica counts of the valid manifest and equal it
+    (a repair changes nothing else)."""
+    try:
+        cases = task3_cases(name)
+    except ClusterConfigError as exc:
+        raise Wrong(
+            f"the checker cannot build the lab's TFJob: {exc}",
+            "fix NAME in the parameters cell and run the lab from the top",
+        ) from None
+    for what, broken, good in cases:
+        given = copy.deepcopy(broken)
+        got = call_function(answer, given)
+        if given != broken:
+            place = _first_difference(broken, given) or "(top)"
+            raise Wrong(
+                f"for {what}: your function changed the manifest it was given (at {place})",
+                "work on a copy: fixed = copy.deepcopy(manifest), change and return fixed; "
+                "the caller may still need the original (to show a diff, or to retry)",
+            )
+        if not isinstance(got, Mapping):
+            raise Wrong(
+                f"for {what}: expected the repaired manifest (a dict), got {short(got)}",
+                "return the fixed copy",
+            )
+        try:
+            deploy.validate(got)
+        except deploy.ManifestError as exc:
+            raise Wrong(
+                f"for {what}: deploy.validate still refuses your repair: {exc}",
+                _validator_hint(str(exc)),
+            ) from None
+        want_counts, got_counts = _replica_counts(good), _replica_counts(got)
+        if got_counts != want_counts:
+            raise Wrong(
+                expected_got(want_counts, got_counts, f"{what}, the replicas"),
+                "keep every replica spec and its number of replicas: only the spelling of "
+                "the type, the type of the number and the container's name change",
+            )
+        place = _first_difference(good, got)
+        if place is not None:
+            raise Wrong(
+                f"for {what}: your repair also changed {place}: expected "
+                f"{short(_lookup(good, place))}, got {short(_lookup(got, place))}",
+                "a repair fixes what the validator names and leaves everything else as it "
+                "was (image, command, ports, labels, the other containers)",
+            )
+    return (
+        f"{len(cases)} TFJobs pass deploy.validate after your repair, with the replicas "
+        f"{_replica_counts(cases[0][2])}, and their inputs are unchanged"
+    )
+
+
+# --------------------------------------------------------------------------- task 4
+
+
+def task4_cases(name: str, port: int) -> list[tuple[str, list[dict], dict, Task]]:
+    """``(what, manifests, cluster, task)``: pods of the lab's Indexed Jobs of
+    :data:`LAYOUT` (``name``, ``port``), and of another deployment whose manifests come in
+    another order."""
+    mine = deploy.indexed_jobs(LAYOUT, name=name, port=port)
+    mine_cluster = deploy.pod_dns_names(LAYOUT, name, port)
+    other_name, other_counts, other_port = OTHER_DEPLOYMENTS[0]
+    other = deploy.indexed_jobs(other_counts, name=other_name, port=other_port)[::-1]
+    other_cluster = deploy.pod_dns_names(other_counts, other_name, other_port)
+    lab = f"the lab's Indexed Jobs ({name})"
+    rest = f"another deployment ({other_name}, manifests in reverse order)"
+    return [
+        (lab, mine, mine_cluster, Task("worker", 2)),
+        (lab, mine, mine_cluster, Task("chief", 0)),
+        (rest, other, other_cluster, Task("ps", 1)),
+        (rest, other, other_cluster, Task("worker", 0)),
+    ]
+
+
+@task(LAB, 4, optional=True)
+def task4(answer: Any, name: str, port: int) -> str:
+    """``tf_config_in_pod(manifests, job, index) -> dict``: the ``TF_CONFIG`` (parsed) of the
+    pod of ``index`` of the Indexed Job of ``job``, once Kubernetes has replaced
+    ``$(TASK_INDEX)``. Checked on :func:`task4_cases`: it must equal Task 1's ``TF_CONFIG``
+    of that task for Task 2's cluster (:func:`dtf.cluster.spec.tf_config` of
+    :func:`dtf.deploy.pod_dns_names`)."""
+    try:
+        cases = task4_cases(name, port)
+    except ClusterConfigError as exc:
+        raise Wrong(
+            f"the checker cannot build the lab's Indexed Jobs: {exc}",
+            "fix NAME or PORT in the parameters cell and run the lab from the top",
+        ) from None
+    for what, manifests, cluster, task_ in cases:
+        where = f"pod {task_.index} of the {task_.job!r} Job of {what}"
+        want = json.loads(tf_config(cluster, task_))
+        try:
+            got = call_function(answer, copy.deepcopy(manifests), task_.job, task_.index)
+        except Wrong as exc:
+            if "JSONDecodeError" in exc.detail:
+                raise Wrong(
+                    f"for {where}: {exc.detail}",
+                    "the value holds $(TASK_INDEX), which is not JSON until Kubernetes "
+                    "replaces it with the pod's index: replace it first "
+                    "(deploy.expand_tf_config(value, index))",
+                ) from None
+            raise
+        if isinstance(got, str):
+            hint = "return the parsed TF_CONFIG, json.loads(...) of the text"
+            if "$(" in got:
+                hint = (
+                    "Kubernetes replaces $(TASK_INDEX) with the pod's index when it starts "
+                    "the container: deploy.expand_tf_config(value, index) does the same"
+                )
+            raise Wrong(f"for {where}: expected a dict, got the text {short(got)}", hint)
+        if not isinstance(got, Mapping):
+            raise Wrong(f"for {where}: expected a dict, got {short(got)}")
+        if "task" not in got:
+            raise Wrong(
+                f'for {where}: your dict has no "task" (its keys: {sorted(got)})',
+                'return the whole TF_CONFIG, parsed: {"cluster": ..., "task": ...}',
+            )
+        if got.get("task") != want["task"]:
+            hint = (
+                "find the Job of `job` (its metadata.name is NAME-<job>, its label dtf-job is "
+                "<job>) among the manifests, whatever their order, and expand its TF_CONFIG "
+                "with `index`"
+            )
+            task_of = got.get("task")
+            if isinstance(task_of, Mapping) and task_of.get("type") == task_.job:
+                hint = "expand the TF_CONFIG with the pod's index, `index`"
+            raise Wrong(expected_got(want["task"], task_of, f'{where}, "task"'), hint)
+        if dict(got) != want:
+            raise Wrong(
+                expected_got(want, dict(got), where),
+                "return the whole TF_CONFIG of that container, parsed: cluster and task",
+            )
+    what, _, cluster, task_ = cases[0]
+    return (
+        f"{len(cases)} pods get the TF_CONFIG that Task 1 writes for Task 2's cluster; "
+        f"pod {task_.index} of {name}-{task_.job} is {task_} at {cluster[task_.job][task_.index]}"
+    )

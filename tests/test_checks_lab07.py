@@ -1,0 +1,571 @@
+"""Tests of dtf.checks.lab07: right, wrong and missing answers for every task.
+
+Lab 07 needs no TensorFlow: every checker compares text and dicts with what dtf.deploy and
+dtf.cluster.spec compute, so the cases run in this process. Each wrong answer is the right
+one with one realistic mistake (mutation-style), and its test names the hint the learner
+gets. Every test stands alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from dtf import checks, deploy
+from dtf.checks import lab07
+from dtf.cluster.spec import load
+from tests.conftest import ROOT
+
+POST = load(ROOT / "clusters" / "host_two_workers.json")
+NAME, PORT = "dtf-cluster", 2222
+COUNTS = {"worker": 2}
+
+
+@pytest.fixture(autouse=True)
+def fresh_scorecard():
+    checks.reset()
+    yield
+    checks.reset()
+
+
+def stub(*args):
+    """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
+    raise NotImplementedError
+
+
+def expect_wrong(verdict, *fragments: str) -> None:
+    assert verdict.status == checks.WRONG, verdict.message
+    for fragment in fragments:
+        assert fragment.lower() in verdict.message.lower(), verdict.message
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def test_course_file_is_found_from_the_lab_folders(tmp_path, monkeypatch) -> None:
+    relative = "clusters/host_two_workers.json"
+    for folder in (ROOT / "labs", ROOT / "labs" / "solutions", ROOT):
+        monkeypatch.chdir(folder)
+        assert lab07.course_file(relative) == ROOT / relative
+    assert lab07.course_file(ROOT / relative) == ROOT / relative  # absolute
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match="or any folder above it"):
+        lab07.course_file(relative)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        lab07.course_file(tmp_path / "missing.json")
+
+
+def test_break_tfjob_breaks_a_copy_in_ways_the_validator_reports() -> None:
+    good = deploy.tfjob(lab07.LAYOUT, name=NAME)
+    before = copy.deepcopy(good)
+    for variant, problem in (
+        (0, "Workers.replicas: expected int, got '3'"),
+        (1, "PS.replicas: expected int, got '1'"),
+    ):
+        broken = lab07.break_tfjob(good, variant)
+        assert good == before  # the valid manifest is left alone
+        with pytest.raises(deploy.ManifestError, match=problem):
+            deploy.validate(broken)
+    specs = lab07.break_tfjob(good)["spec"]["tfReplicaSpecs"]
+    assert sorted(specs) == ["Chief", "PS", "Workers"]
+    assert specs["PS"]["template"]["spec"]["containers"][0]["name"] == "tf"
+    with pytest.raises(ValueError, match="variant must be 0 or 1"):
+        lab07.break_tfjob(good, 2)
+
+
+def test_the_lab_registers_four_tasks_the_last_optional() -> None:
+    registered = checks.tasks("lab07")
+    assert list(registered) == [1, 2, 3, 4]
+    assert [t.optional for t in registered.values()] == [False, False, False, True]
+
+
+def test_the_checkers_import_no_tensorflow() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from dtf import checks; from dtf.checks import lab07; "
+        "assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+# --------------------------------------------------------------------------- task 1
+
+
+def tf_config_for(cluster, job, index):
+    return json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
+
+
+def test_task1_right() -> None:
+    first = lab07.task1(tf_config_for, POST)
+    assert first.correct and first.message == (
+        "Task 1: correct. 6 tasks of 3 clusters give the TF_CONFIG of dtf.cluster.spec.tf_config:"
+        " the whole cluster, the task's job and its index, a number."
+    )
+    assert lab07.task1(tf_config_for, POST).message == first.message  # again: the same
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        lambda c, j, i: json.dumps({"task": {"index": i, "type": j}, "cluster": c}, indent=2),
+        lambda c, j, i: json.dumps(
+            {"cluster": {k: tuple(v) for k, v in c.items()}, "task": {"type": j, "index": i}}
+        ),
+    ],
+    ids=["other-order-indented", "tuples"],
+)
+def test_task1_other_right_answers(answer) -> None:
+    assert lab07.task1(answer, POST).correct
+
+
+def _task1(mistake):
+    """tf_config_for with one mistake: ``mistake(config, cluster, job, index)`` returns the
+    value to return."""
+
+    def answer(cluster, job, index):
+        config = {"cluster": cluster, "task": {"type": job, "index": index}}
+        return mistake(config, cluster, job, index)
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "mistake, fragments",
+    [
+        (lambda c, *_: c, ["expected JSON text (a str), got a dict", "hold text"]),
+        (lambda c, *_: str(c), ["not valid JSON", "str() of a dict writes Python"]),
+        (lambda c, *_: json.dumps(c).encode(), ["expected a str, got bytes"]),
+        (lambda c, *_: json.dumps([c]), ["expected a JSON object"]),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": str(i)}}),
+            ["the task's index: expected 1, got '1'", "refuses a str"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": i + 1}}),
+            ["task indices start at 0"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": j.capitalize(), "index": i}}),
+            ["expected 'worker', got 'Worker'", "how a TFJob names the replica type"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": f"/job:{j}", "index": i}}),
+            ["not a device name"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": f"{j}/{i}"}),
+            ['expected "task" to be an object', "worker/1"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"job_name": j, "task_index": i}}),
+            ['the keys of "task"', "TF1's command-line flags"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({"cluster": cl, "job_name": j, "task_index": i}),
+            ["the keys: expected ['cluster', 'task']", 'go inside "task"'],
+        ),
+        (
+            lambda c, *_: json.dumps({**c, "environment": "cloud"}),
+            ["the keys: expected ['cluster', 'task']"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "cluster": {j: cl[j]}}),
+            ['"cluster": expected', "every task gets the whole cluster"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "cluster": {k: v[::-1] for k, v in cl.items()}}),
+            ["keep each job's addresses in their order"],
+        ),
+    ],
+    ids=[
+        "dict",
+        "str-of-dict",
+        "bytes",
+        "json-list",
+        "index-text",
+        "index-from-1",
+        "replica-type",
+        "device-name",
+        "task-text",
+        "tf1-task-keys",
+        "tf1-top-level",
+        "extra-key",
+        "own-job-only",
+        "reversed",
+    ],
+)
+def test_task1_wrong(mistake, fragments) -> None:
+    verdict = lab07.task1(_task1(mistake), POST)
+    expect_wrong(verdict, "for worker/1 of the lab's cluster", *fragments)
+
+
+def test_task1_wrong_only_for_other_clusters() -> None:
+    # Right for the lab's file, wrong for the machines with DNS names: the checker's own
+    # clusters catch an answer written for one layout.
+    def host_and_workers_only(cluster, job, index):
+        kept = {k: v for k, v in cluster.items() if k in ("host", "worker")}
+        return json.dumps({"cluster": kept, "task": {"type": job, "index": index}})
+
+    verdict = lab07.task1(host_and_workers_only, POST)
+    expect_wrong(verdict, "worker/1 of machines with DNS names", '"cluster": expected')
+
+
+def test_task1_malformed_and_missing() -> None:
+    expect_wrong(lab07.task1([], POST), "expected a function")
+    expect_wrong(lab07.task1(lambda c, j, i: c["nope"], POST), "raised KeyError")
+    expect_wrong(lab07.task1(tf_config_for, {"worker": 2}), "cannot use the lab's cluster")
+    assert lab07.task1(stub, POST).status == checks.NOT_ATTEMPTED
+    assert lab07.task1(None, POST).status == checks.NOT_ATTEMPTED
+
+
+# --------------------------------------------------------------------------- task 2
+
+
+def pod_addresses(name, counts, port, host="{name}-{job}-{i}.{name}", first=0):
+    return {
+        job: [f"{host.format(name=name, job=job, i=i)}:{port}" for i in range(first, first + n)]
+        for job, n in counts.items()
+    }
+
+
+def test_task2_right() -> None:
+    first = lab07.task2(pod_addresses, NAME, COUNTS, PORT)
+    assert first.correct and first.message == (
+        "Task 2: correct. 3 deployments match dtf.deploy.pod_dns_names; in yours, worker/1 is "
+        "dtf-cluster-worker-1.dtf-cluster:2222."
+    )
+    assert lab07.task2(pod_addresses, NAME, COUNTS, PORT).message == first.message
+    tuples = lab07.task2(
+        lambda n, c, p: {j: tuple(a) for j, a in pod_addresses(n, c, p).items()}, NAME, COUNTS, PORT
+    )
+    assert tuples.correct
+    other = lab07.task2(pod_addresses, "prod", {"worker": 4, "ps": 1}, 3000)
+    assert other.correct and "worker/3 is prod-worker-3.prod:3000" in other.message
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        (
+            lambda n, c, p: pod_addresses(n, c, p, host="{name}-{job}-{i}"),
+            ["for name='dtf-cluster', counts={'worker': 2}, port=2222, worker/0", "subdomain"],
+        ),
+        (
+            lambda n, c, p: pod_addresses(n, c, p, host="{name}-{job}-{i}.{name}.default.svc"),
+            ["leave the namespace"],
+        ),
+        (
+            lambda n, c, p: pod_addresses(n, c, p, host="{job}-{i}.{name}"),
+            [
+                "got 'worker-0.dtf-cluster:2222'",
+                "the Job of job 'worker' is named dtf-cluster-worker",
+            ],
+        ),
+        (
+            lambda n, c, p: pod_addresses(n, c, p, host="{name}-{i}.{name}"),
+            ["holds the deployment, the job and the index"],
+        ),
+        (lambda n, c, p: pod_addresses(n, c, p, first=1), ["completion indices start at 0"]),
+        (
+            lambda n, c, p: {
+                j: [a.rsplit(":", 1)[0] for a in v] for j, v in pod_addresses(n, c, p).items()
+            },
+            ["add the port, :2222"],
+        ),
+        (lambda n, c, p: pod_addresses(n, c, 2222), ["port=5000", "the same port, `port` (5000)"]),
+        (
+            lambda n, c, p: pod_addresses(n, {j: k for j, k in c.items() if j != "ps"}, p),
+            ["the jobs: expected ['chief', 'ps', 'worker'], got ['chief', 'worker']"],
+        ),
+        (
+            lambda n, c, p: pod_addresses(n, {j: 2 for j in c}, p),
+            ["counts={'chief': 1, 'worker': 3, 'ps': 2}", "tasks of 'chief': expected 1, got 2"],
+        ),
+        (
+            lambda n, c, p: {j: ",".join(v) for j, v in pod_addresses(n, c, p).items()},
+            ["must be a list of addresses"],
+        ),
+        (lambda n, c, p: list(pod_addresses(n, c, p).values()), ["expected a dict"]),
+        (
+            lambda n, c, p: pod_addresses(n, c, p, host="{job}{i}.cluster.internal"),
+            ["task i of job J is NAME-J-i.NAME:PORT"],
+        ),
+    ],
+    ids=[
+        "no-subdomain",
+        "namespace",
+        "no-deployment-name",
+        "no-job-name",
+        "index-from-1",
+        "no-port",
+        "fixed-port",
+        "job-dropped",
+        "fixed-count",
+        "text",
+        "list",
+        "machine-names",
+    ],
+)
+def test_task2_wrong(answer, fragments) -> None:
+    expect_wrong(lab07.task2(answer, NAME, COUNTS, PORT), *fragments)
+
+
+def test_task2_bad_lab_parameters_and_missing() -> None:
+    expect_wrong(lab07.task2(pod_addresses, "My_Cluster", COUNTS, PORT), "NAME='My_Cluster'")
+    expect_wrong(lab07.task2(pod_addresses, NAME, COUNTS, 0), "fix NAME or PORT")
+    expect_wrong(lab07.task2([], NAME, COUNTS, PORT), "expected a function")
+    assert lab07.task2(stub, NAME, COUNTS, PORT).status == checks.NOT_ATTEMPTED
+
+
+# --------------------------------------------------------------------------- task 3
+
+TYPES = deploy.TFJOB_REPLICA_TYPES
+
+
+def make_repair(
+    copy_first=True,
+    names=True,
+    counts=True,
+    containers=True,
+    strip=False,
+    drop=False,
+    image=None,
+    keep_broken=False,
+):
+    """The lab's solution, with switches for the usual mistakes."""
+
+    def repair(manifest):
+        fixed = copy.deepcopy(manifest) if copy_first else manifest
+        specs = fixed["spec"]["tfReplicaSpecs"]
+        for replica in list(specs):
+            job = replica.lower()
+            if not names:
+                new = replica
+            elif strip:
+                new = replica.rstrip("sS").capitalize()  # "PS" -> "P"
+            else:
+                new = TYPES[job[:-1] if job not in TYPES and job.endswith("s") else job]
+            spec = specs.pop(replica)
+            if drop and new != replica:
+                continue  # a replica that needed a new name is left out
+            specs[new] = spec
+            if counts:
+                spec["replicas"] = int(spec["replicas"])
+            listed = spec["template"]["spec"]["containers"]
+            if containers and deploy.TFJOB_CONTAINER not in [c["name"] for c in listed]:
+                listed[0]["name"] = deploy.TFJOB_CONTAINER
+            if image:
+                listed[0]["image"] = image
+        return None if keep_broken else fixed
+
+    return repair
+
+
+def test_task3_right() -> None:
+    first = lab07.task3(make_repair(), NAME)
+    assert first.correct and first.message == (
+        "Task 3: correct. 3 TFJobs pass deploy.validate after your repair, with the replicas "
+        "{'Chief': 1, 'Worker': 3, 'PS': 1}, and their inputs are unchanged."
+    )
+    assert lab07.task3(make_repair(), NAME).message == first.message
+    by_json = lab07.task3(lambda m: make_repair(copy_first=False)(json.loads(json.dumps(m))), NAME)
+    assert by_json.correct
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"copy_first": False},
+            [
+                "for the lab's broken TFJob: your function changed the manifest it was given",
+                "copy.deepcopy(manifest)",
+            ],
+        ),
+        (
+            {"copy_first": False, "keep_broken": True},
+            ["changed the manifest it was given"],
+        ),
+        ({"keep_broken": True}, ["expected the repaired manifest (a dict), got None"]),
+        (
+            {"counts": False},
+            ["deploy.validate still refuses your repair", "expected int, got '3'", "int(...)"],
+        ),
+        (
+            {"names": False},
+            ["Workers: not a replica type", "deploy.TFJOB_REPLICA_TYPES"],
+        ),
+        (
+            {"strip": True},
+            ["tfReplicaSpecs.P: not a replica type", "'PS' ends with an S too"],
+        ),
+        (
+            {"containers": False},
+            ["no container named 'tensorflow'", "writes TF_CONFIG only into that container"],
+        ),
+        (
+            {"drop": True},
+            [
+                "the replicas: expected {'Chief': 1, 'Worker': 3, 'PS': 1}, "
+                "got {'Chief': 1, 'PS': 1}",
+                "keep every replica spec",
+            ],
+        ),
+        (
+            {"image": deploy.DEFAULT_IMAGE},
+            [
+                "for a TFJob broken in other ways",
+                "also changed",
+                "spec.tfReplicaSpecs.Chief.template.spec.containers[0].image",
+                "expected 'my/trainer:1', got 'tensorflow/tensorflow:2.21.0'",
+            ],
+        ),
+    ],
+    ids=[
+        "in-place",
+        "in-place-none",
+        "returns-none",
+        "replicas-text",
+        "names-kept",
+        "strip-s",
+        "container-name",
+        "drops-replicas",
+        "changes-image",
+    ],
+)
+def test_task3_wrong(switches, fragments) -> None:
+    expect_wrong(lab07.task3(make_repair(**switches), NAME), *fragments)
+
+
+def test_task3_a_repair_that_rebuilds_the_manifest_changes_too_much() -> None:
+    def rebuild(manifest):
+        counts = {}
+        for replica, spec in manifest["spec"]["tfReplicaSpecs"].items():
+            job = replica.lower().removesuffix("s") if replica != "PS" else "ps"
+            counts[job] = int(spec["replicas"])
+        return deploy.tfjob(counts, name=manifest["metadata"]["name"])
+
+    expect_wrong(lab07.task3(rebuild, NAME), "also changed", "leaves everything else")
+
+
+def test_task3_malformed_and_missing() -> None:
+    expect_wrong(lab07.task3(lambda m: m["nope"], NAME), "raised KeyError")
+    expect_wrong(lab07.task3(make_repair(), "Bad Name"), "cannot build the lab's TFJob")
+    expect_wrong(lab07.task3("text", NAME), "expected a function")
+    assert lab07.task3(stub, NAME).status == checks.NOT_ATTEMPTED
+    assert lab07.task3(None, NAME).status == checks.NOT_ATTEMPTED
+
+
+# --------------------------------------------------------------------------- task 4
+
+
+def tf_config_value(manifests, job):
+    for manifest in manifests:
+        if manifest["kind"] == "Job" and manifest["metadata"]["labels"]["dtf-job"] == job:
+            env = manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+            return next(e["value"] for e in env if e["name"] == "TF_CONFIG")
+    raise ValueError(job)
+
+
+def tf_config_in_pod(manifests, job, index):
+    return deploy.expand_tf_config(tf_config_value(manifests, job), index)
+
+
+def test_task4_right() -> None:
+    first = lab07.task4(tf_config_in_pod, NAME, PORT)
+    assert first.correct and first.message == (
+        "Task 4: correct. 4 pods get the TF_CONFIG that Task 1 writes for Task 2's cluster; "
+        "pod 2 of dtf-cluster-worker is worker/2 at dtf-cluster-worker-2.dtf-cluster:2222."
+    )
+    assert lab07.task4(tf_config_in_pod, NAME, PORT).message == first.message
+
+    def by_name_by_hand(manifests, job, index):
+        name = next(m["metadata"]["name"] for m in manifests if m["kind"] == "Service")
+        (job_manifest,) = [m for m in manifests if m["metadata"]["name"] == f"{name}-{job}"]
+        env = job_manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+        value = {e["name"]: e.get("value") for e in env}["TF_CONFIG"]
+        return json.loads(value.replace("$(TASK_INDEX)", str(index)))
+
+    assert lab07.task4(by_name_by_hand, NAME, PORT).correct
+
+
+def lab_worker_job(manifests, job, index):
+    """Always the third manifest: the lab's worker Job (a Service, chief, worker, ps)."""
+    value = manifests[2]["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"]
+    return deploy.expand_tf_config(value, index)
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        (
+            lambda m, j, i: tf_config_value(m, j),
+            ["got the text", "Kubernetes replaces $(TASK_INDEX)"],
+        ),
+        (
+            lambda m, j, i: json.loads(tf_config_value(m, j)),
+            ["raised JSONDecodeError", "not JSON until Kubernetes replaces it"],
+        ),
+        (
+            lambda m, j, i: json.dumps(tf_config_in_pod(m, j, i)),
+            ["got the text", "json.loads(...) of the text"],
+        ),
+        (
+            lambda m, j, i: tf_config_in_pod(m, j, 0),
+            ["pod 2 of the 'worker' Job", "expand the TF_CONFIG with the pod's index"],
+        ),
+        (
+            lab_worker_job,
+            ["pod 0 of the 'chief' Job", "find the Job of `job`", "whatever their order"],
+        ),
+        (lambda m, j, i: tf_config_in_pod(m, j, i)["task"], ['your dict has no "task"']),
+        (
+            lambda m, j, i: {**tf_config_in_pod(m, j, i), "cluster": {}},
+            ["the whole TF_CONFIG"],
+        ),
+        (lambda m, j, i: [tf_config_in_pod(m, j, i)], ["expected a dict, got ["]),
+    ],
+    ids=[
+        "unexpanded",
+        "json-loads",
+        "text",
+        "index-0",
+        "fixed-job",
+        "task-only",
+        "cluster",
+        "list",
+    ],
+)
+def test_task4_wrong(answer, fragments) -> None:
+    expect_wrong(lab07.task4(answer, NAME, PORT), *fragments)
+
+
+def test_task4_malformed_and_missing() -> None:
+    expect_wrong(lab07.task4(tf_config_in_pod, "-bad", PORT), "cannot build the lab's Indexed Jobs")
+    expect_wrong(lab07.task4(42, NAME, PORT), "expected a function")
+    assert lab07.task4(stub, NAME, PORT).status == checks.NOT_ATTEMPTED
+    assert lab07.task4(None, NAME, PORT).status == checks.NOT_ATTEMPTED
+
+
+def test_a_lab_run_scorecard() -> None:
+    lab07.task1(tf_config_for, POST)
+    lab07.task2(stub, NAME, COUNTS, PORT)
+    lab07.task3(make_repair(), NAME)
+    assert checks.summary("lab07") == {
+        1: "correct",
+        2: "not attempted",
+        3: "correct",
+        4: "not attempted",
+    }
+    with pytest.raises(AssertionError, match="Task 2: not attempted"):
+        checks.assert_all_correct("lab07")
+
+
+def test_task3_the_plural_warning_only_where_a_name_lost_its_s() -> None:
+    kept = lab07.task3(make_repair(names=False), NAME)
+    expect_wrong(kept, "Workers: not a replica type")
+    assert "careful" not in kept.message
