@@ -16,14 +16,9 @@ import pytest
 
 from dtf import checks
 from dtf.checks import core
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stub
 
-
-@pytest.fixture(autouse=True)
-def fresh_scorecard():
-    checks.reset()
-    yield
-    checks.reset()
+pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
 
 @pytest.fixture
@@ -32,11 +27,6 @@ def registry(monkeypatch):
     copy = {lab: dict(tasks) for lab, tasks in core._registry.items()}
     monkeypatch.setattr(core, "_registry", copy)
     return copy
-
-
-def stub(*args):
-    """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
-    raise NotImplementedError
 
 
 # --------------------------------------------------------------------------- verdicts

@@ -23,11 +23,7 @@ tf_worker = worker_fixture(num_devices=2)
 STUB = "def stub(*args):\n    raise NotImplementedError\n"
 
 
-@pytest.fixture(autouse=True)
-def fresh_scorecard():
-    checks.reset()
-    yield
-    checks.reset()
+pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
 
 # --------------------------------------------------------------------------- helpers

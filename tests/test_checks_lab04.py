@@ -17,7 +17,6 @@ import time
 
 import pytest
 
-from dtf import checks
 from dtf.checks import lab04
 from tests.checks_worker import worker_fixture
 
@@ -49,11 +48,7 @@ out["pids"] = cluster.pids
 """
 
 
-@pytest.fixture(autouse=True)
-def fresh_scorecard():
-    checks.reset()
-    yield
-    checks.reset()
+pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
 
 @pytest.fixture

@@ -16,23 +16,14 @@ import pytest
 from dtf import checks, deploy
 from dtf.checks import lab07
 from dtf.cluster.spec import load
-from tests.conftest import ROOT
+from tests.conftest import ROOT, stub
 
 POST = load(ROOT / "clusters" / "host_two_workers.json")
 NAME, PORT = "dtf-cluster", 2222
 COUNTS = {"worker": 2}
 
 
-@pytest.fixture(autouse=True)
-def fresh_scorecard():
-    checks.reset()
-    yield
-    checks.reset()
-
-
-def stub(*args):
-    """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
-    raise NotImplementedError
+pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
 
 def expect_wrong(verdict, *fragments: str) -> None:
