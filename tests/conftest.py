@@ -61,3 +61,25 @@ def fresh_scorecard():
 def stub(*args):
     """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
     raise NotImplementedError
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Markers and xdist groups, before ``-m`` selects (hence ``tryfirst``).
+
+    - nbval's cells of a notebook are marked ``notebook`` and share one xdist group: they run
+      in one kernel, in order, on one worker.
+    - Every other test without its own ``xdist_group`` joins its module's group, so that
+      ``--dist loadgroup`` sets up a module's fixtures (clusters, launchers) once, as
+      ``--dist loadfile`` did, while parametrized notebook runs spread over the workers."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        path = Path(str(item.path)).resolve()
+        try:
+            group = path.relative_to(ROOT).as_posix()
+        except ValueError:
+            group = path.as_posix()
+        if path.suffix == ".ipynb":
+            item.add_marker(pytest.mark.notebook)
+        item.add_marker(pytest.mark.xdist_group(group))

@@ -1,15 +1,15 @@
-"""Every tutorial and lab solution runs to the end for device counts other than its default.
+"""Each notebook runs unchanged at a device count other than its default.
 
-The course promises that a notebook runs unchanged on 1 to 8 devices. Each notebook that has
-a ``NUM_DEVICES`` parameter is run headless by the course's own runner
-(``tools/run_notebooks.py``, as ``make run ARGS="-p NUM_DEVICES n"`` does) with two counts
-other than its default (no default is 1, 3 or 8): 1 (no second device at all), and, taking
-turns in course order, 3 (odd: a batch derived the wrong way does not divide) or 8 (the most
-the course supports). Every notebook thus gets two counts, and the suite covers all three,
-for two thirds of the cost of running every count everywhere. One test module per count
-(``tests/test_device_counts_N.py``) so that ``pytest -n 2 --dist loadfile`` spreads them over
-the workers. :data:`CHEAP` shortens timing loops, which do not depend on the count; every
-result the notebooks assert (accuracy, equal weights, placements) is still computed in full.
+The course promises that a notebook runs unchanged on 1 to 8 devices. Every tutorial and lab
+solution that has a ``NUM_DEVICES`` parameter is run once more at one other count, the counts
+taking turns in course order: 1 (no second device at all), 3 (odd: a batch derived the wrong
+way does not divide) and 8 (the most the course supports), skipping a notebook's own default
+(no default is 1, 3 or 8). A tutorial's other run is its nbval run at the default; a lab's
+solution runs at its other count through ``tests/labrun.py`` (every check must still say
+"correct"), and its student version at the default. Tutorials run headless through the
+course's own runner (``tools/run_notebooks.py``, as ``make run ARGS="-p NUM_DEVICES n"``
+does). :data:`CHEAP` shortens timing loops, which do not depend on the count; every result the
+notebooks assert (accuracy, equal weights, placements) is still computed in full.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import sys
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from tests.conftest import ROOT
 
@@ -53,18 +52,18 @@ def notebooks() -> list[Path]:
     return [p for p in paths if "NUM_DEVICES" in parameters(p)]
 
 
-def counts_for(index: int) -> tuple[int, int]:
-    """The two device counts the notebook at ``index`` (course order) is run with."""
-    return (1, 3 if index % 2 == 0 else 8)
+def count_for(index: int, default: int) -> int:
+    """The other device count of the notebook at ``index`` in course order: the counts take
+    turns (1, 3, 8, 1, ...), and a notebook whose default is its turn's count takes the next."""
+    turn = index % len(COUNTS)
+    if COUNTS[turn] == default:
+        turn = (turn + 1) % len(COUNTS)
+    return COUNTS[turn]
 
 
-def cases(count: int) -> list:
-    """One pytest param per notebook that is run with ``count`` devices."""
-    return [
-        pytest.param(p, id=p.stem)
-        for i, p in enumerate(notebooks())
-        if count in counts_for(i) and parameters(p)["NUM_DEVICES"] != count
-    ]
+def other_counts() -> dict[Path, int]:
+    """Every notebook with a ``NUM_DEVICES`` parameter and the count it is run with."""
+    return {p: count_for(i, parameters(p)["NUM_DEVICES"]) for i, p in enumerate(notebooks())}
 
 
 def run_with(path: Path, count: int, tmp_path: Path) -> None:

@@ -1,8 +1,7 @@
-"""Run a lab notebook headless and check what it printed; shared by tests/test_labNN.py.
+"""Run a lab notebook headless and check what it printed; used by tests/test_notebook_runs.py.
 
-Each lab has its own test module (``tests/test_lab01.py``, ...), which runs the solution
-and the student version: with ``pytest -n N --dist loadfile`` the labs then run on
-different workers. ``tests/test_labs.py`` checks that every lab has such a module.
+That module runs every lab's solution and its student version, each as its own test in its
+own xdist group, so that ``pytest -n N --dist loadgroup`` spreads the labs over the workers.
 
 - :func:`check_solution`: the solution runs without error and every check prints "correct";
 - :func:`check_student_lab`: the student lab runs to the end and every check prints "not
@@ -49,16 +48,30 @@ def _is_rerun(cell) -> bool:
     return RERUN_TAG in cell.metadata.get("tags", [])
 
 
-def execute(path: Path):
+def inject_parameters(nb, parameters: dict) -> None:
+    """Put ``NAME = value`` lines right after the cell tagged ``parameters``, as papermill
+    does (a cell tagged ``injected-parameters``); a notebook without one gets nothing."""
+    if not parameters:
+        return
+    where = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
+    assert where, "the notebook has no cell tagged 'parameters' to override"
+    cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
+    cell.metadata["tags"] = ["injected-parameters"]
+    nb.cells.insert(where[0] + 1, cell)
+
+
+def execute(path: Path, parameters: dict | None = None):
     """Run ``path`` top to bottom in a fresh kernel (its folder as working directory), as
     JupyterLab's Run All would, then run each check cell once more in the same kernel
-    (before the first cell tagged ``teardown``, if any).
+    (before the first cell tagged ``teardown``, if any). ``parameters`` override the
+    notebook's parameters cell, as ``papermill -p`` would.
 
     Returns ``(nb, reruns)``: the executed notebook as it was, and a list of
     ``(check cell, its second run)`` pairs."""
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    inject_parameters(nb, parameters or {})
     checks = [c for c in nb.cells if c.cell_type == "code" and CHECK_CELL.search(c.source)]
     teardown = [i for i, c in enumerate(nb.cells) if TEARDOWN_TAG in c.metadata.get("tags", [])]
     where = teardown[0] if teardown else len(nb.cells)
@@ -116,10 +129,11 @@ def _assert_reruns_agree(reruns, tasks) -> None:
         )
 
 
-def check_solution(name: str) -> None:
-    """The solution ``labs/solutions/<name>`` runs, and every check prints "correct"."""
+def check_solution(name: str, parameters: dict | None = None) -> None:
+    """The solution ``labs/solutions/<name>`` runs (with ``parameters``, if given), and every
+    check prints "correct"."""
     path = SOLUTIONS_DIR / name
-    nb, reruns = execute(path)
+    nb, reruns = execute(path, parameters)
     text = output_text(nb)
     tasks = tasks_of(nb)
     verdicts = verdict_lines(text)

@@ -28,6 +28,7 @@ def results(uv):
     return cp.check(cp.combos(), uv)
 
 
+@pytest.mark.slow
 def test_every_platform_and_python_the_readme_names_resolves(results):
     supported = [r for r in results if not r.combo.reason]
     failed = [r for r in supported if r.outcome != "resolves"]
@@ -52,6 +53,7 @@ def test_every_platform_and_python_the_readme_names_resolves(results):
         assert f"| {platform.label} |" in README, f"README's table lacks {platform.label}"
 
 
+@pytest.mark.slow
 def test_unsupported_combinations_are_reported_with_the_readmes_reason(results):
     """Not silently skipped: each is resolved, fails, and its row says why, in README words."""
     unsupported = [r for r in results if r.combo.reason]
@@ -72,6 +74,7 @@ def test_unsupported_combinations_are_reported_with_the_readmes_reason(results):
         assert reason in README, f"README does not give the reason {reason!r}"
 
 
+@pytest.mark.slow
 def test_a_combination_that_does_not_resolve_fails_the_check(tmp_path, uv, capsys):
     """tensorflow-cpu has no macOS wheel: a requirements file that asks for it everywhere must
     make the tool fail for macOS, and say which row and what to do."""
@@ -137,6 +140,7 @@ def test_a_wrapped_resolver_message_is_joined_back():
     assert cp._reason("error: Failed to fetch: `https://x`\n") == "Failed to fetch: `https://x`"
 
 
+@pytest.mark.slow
 def test_the_table_does_not_depend_on_the_terminal_width(uv, monkeypatch):
     monkeypatch.setenv("COLUMNS", "60")
     intel = next(p for p in cp.PLATFORMS if p.key == "macos-x86_64")

@@ -212,6 +212,7 @@ def place(mm: str = "D[-1]", add: str = "D[0]", table: str = "log.table") -> str
     return PLACE.format(mm=mm, add=add, table=table)
 
 
+@pytest.mark.slow
 def test_task3_right(tf_worker) -> None:
     first = tf_worker.run(place())
     assert first.status == "correct", first.message

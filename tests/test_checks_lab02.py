@@ -26,6 +26,7 @@ def split_right(x, y, n):
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "code, status, fragments",
     [

@@ -87,6 +87,7 @@ def place(setup: str = "setup", **switches) -> str:
     return PLACE + f"verdict = checks.lab03.task1(make_place({args}), {setup})\n"
 
 
+@pytest.mark.slow
 def test_task1_right(tf_worker) -> None:
     first = tf_worker.run(place())
     assert first.status == "correct", first.message
@@ -356,6 +357,7 @@ def measured():
     return lab03.measure()
 
 
+@pytest.mark.slow
 def test_measurement_matches_tensorflow_and_the_reasons(measured) -> None:
     kinds = {n: None if o is None else o[0] for n, o in measured.items()}
     assert kinds == {n: None if p is None else p[0] for n, p in SOLUTION.items()}
@@ -365,6 +367,7 @@ def test_measurement_matches_tensorflow_and_the_reasons(measured) -> None:
     assert "Virtual devices cannot be modified after being initialized" in measured[7][1]
 
 
+@pytest.mark.slow
 def test_measure_really_runs_the_calls_in_a_fresh_cpu_process(monkeypatch) -> None:
     monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "true")  # the child must not inherit it
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
@@ -394,11 +397,13 @@ def test_measure_gives_up_on_a_child_that_hangs(monkeypatch) -> None:
         lab03.measure({1: "import time\ntime.sleep(60)"})
 
 
+@pytest.mark.slow
 def test_measure_reports_a_child_that_fails() -> None:
     with pytest.raises(checks.Wrong, match=r"failed \(exit status 3\)"):
         lab03.measure({1: "import os\nos._exit(3)"})
 
 
+@pytest.mark.slow
 def test_task3_right_against_a_real_process() -> None:
     verdict = lab03.task3(lambda: SOLUTION)
     assert verdict.message == (

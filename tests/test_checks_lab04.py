@@ -112,6 +112,7 @@ def spec_case(answer: str, num_workers: int = 2) -> str:
     return RIGHT_SPEC + f"verdict = checks.lab04.task1({answer}, {num_workers})\n"
 
 
+@pytest.mark.slow
 def test_task1_right(tf_worker) -> None:
     first = tf_worker.run(spec_case("right"))
     assert first.status == "correct", first.message
@@ -295,6 +296,7 @@ def test_task2_other_right_answers(lab, switches) -> None:
     assert "stage 2 on /job:worker/task:1" in outcome.message
 
 
+@pytest.mark.slow
 def test_task2_one_worker_uses_it_twice(lab_one) -> None:
     outcome = lab_one.run(stages_case())
     assert outcome.status == "correct", outcome.message
@@ -354,6 +356,7 @@ def test_task2_a_cluster_that_does_not_run(tf_worker) -> None:
     assert "the cluster is not running" in outcome.message
 
 
+@pytest.mark.slow
 def test_checks_get_past_an_idle_connection(lab) -> None:
     # With dtf.cluster's keepalive defaults, the first op after ~5 s without traffic can fail
     # once with "UnavailableError: Too many pings" (measured): the checkers warm the
@@ -362,6 +365,7 @@ def test_checks_get_past_an_idle_connection(lab) -> None:
     assert outcome.status == "correct", outcome.message
 
 
+@pytest.mark.slow
 def test_warm_up_absorbs_the_error_a_frozen_worker_leaves(lab) -> None:
     outcome = lab.run(
         """
@@ -421,6 +425,7 @@ def sums_case(answer: str, who: str = "cluster") -> str:
     return SUMS + f"verdict = checks.lab04.task3({answer}, {who})\n"
 
 
+@pytest.mark.slow
 def test_task3_right(lab) -> None:
     before = lab.run("out['pids'] = cluster.pids").out["pids"]
     first = lab.run(sums_case("right"))
@@ -437,6 +442,7 @@ def test_task3_right(lab) -> None:
     assert lab.run(sums_case("right")).message == first.message  # again: the same verdict
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "answer",
     [
@@ -452,6 +458,7 @@ def test_task3_other_right_answers(lab, answer) -> None:
     assert outcome.status == "correct", outcome.message
 
 
+@pytest.mark.slow
 def test_task3_one_worker(lab_one) -> None:
     outcome = lab_one.run(sums_case("right"))
     assert outcome.status == "correct", outcome.message
@@ -460,6 +467,7 @@ def test_task3_one_worker(lab_one) -> None:
     )
 
 
+@pytest.mark.slow
 def test_task3_really_freezes_and_kills_the_workers(lab) -> None:
     # The answer records what it finds at each call: every worker answering, then worker 0
     # stopped (SIGSTOP) and silent, then worker 1 gone.
@@ -491,6 +499,7 @@ out["seen"] = seen
     assert seen[2]["1"] in ("gone", "zombie") and seen[2]["0"] != "stopped"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "answer, fragments",
     [
@@ -587,6 +596,7 @@ def test_task3_wrong(lab, answer, fragments) -> None:
         assert fragment.lower() in outcome.message.lower(), outcome.message
 
 
+@pytest.mark.slow
 def test_task3_a_slow_answer_is_wrong(lab) -> None:
     outcome = lab.run(
         sums_case(
@@ -600,6 +610,7 @@ def test_task3_a_slow_answer_is_wrong(lab) -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "answer, fragment",
     [
@@ -652,6 +663,7 @@ def test_task3_needs_the_client_task(tf_worker) -> None:
     assert "the checker needs the lab's cluster: one task (host/0)" in outcome.message
 
 
+@pytest.mark.slow
 def test_task3_says_when_it_cannot_restore_the_cluster(lab) -> None:
     outcome = lab.run(
         SUMS
@@ -675,6 +687,7 @@ finally:
     assert "Restart the kernel" in outcome.message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task3_not_attempted_touches_no_worker(lab, answer) -> None:
     before = lab.run("out['pids'] = cluster.pids").out["pids"]

@@ -230,6 +230,7 @@ def task5(per_replica_batch: int = 16, **switches) -> str:
 # --------------------------------------------------------------------------- helpers
 
 
+@pytest.mark.slow
 def test_make_model_gives_the_same_weights_every_time(tf_worker) -> None:
     outcome = tf_worker.run(
         "a, b = checks.lab05.make_model(), checks.lab05.make_model()\n"

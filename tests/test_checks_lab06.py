@@ -149,6 +149,7 @@ def task1(num_workers: int = 2, **switches) -> str:
     return FOLDERS + f"verdict = checks.lab06.task1(make_checkpoint_dir({args}), {num_workers})\n"
 
 
+@pytest.mark.slow
 def test_task1_right(tf_worker) -> None:
     first = tf_worker.run(task1())
     assert first.message == (
@@ -656,6 +657,7 @@ def task4(num_workers: int = 2, **switches) -> str:
     )
 
 
+@pytest.mark.slow
 def test_task4_right(lab) -> None:
     first = lab.run(task4())
     assert first.message == (
@@ -672,6 +674,7 @@ def test_task4_giving_up_by_raising_is_right_too(lab) -> None:
     assert_verdict(lab.run(task4(give_up="raise")), "correct")
 
 
+@pytest.mark.slow
 def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
     code = task4(num_workers=3).replace("fail_at_step=6", "fail_at_step=3")
     assert_verdict(

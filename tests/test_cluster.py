@@ -416,6 +416,7 @@ def test_the_cluster_exposes_what_clients_need(cluster):
     assert cluster.alive() and cluster.alive("worker/0")
 
 
+@pytest.mark.slow
 def test_tf1_and_tf2_clients_keras_and_a_frozen_worker(cluster, client):
     request = {
         "jobs": cluster.as_dict(),
@@ -465,6 +466,7 @@ def test_a_task_that_dies_is_named_and_can_restart(cluster):
         cluster.kill("host/0")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGSTOP")
 def test_a_frozen_task_is_named_when_asked_with_a_timeout(cluster):
     assert cluster.alive(timeout=5) and answers(cluster.address("worker/0"), timeout=5)
@@ -514,6 +516,7 @@ def _ready_time(spec, method, ending=None) -> tuple[float, float | None]:
     return cluster.startup_s, cluster.import_s
 
 
+@pytest.mark.slow
 def test_start_up_times_and_every_way_out_leaves_nothing():
     times = {
         ("fork", 1): _ready_time({"worker": 1}, "fork", RuntimeError("a failing cell")),
@@ -554,6 +557,7 @@ def test_an_interrupted_start_leaves_nothing():
     assert not cluster.running
 
 
+@pytest.mark.slow
 def test_a_task_that_never_becomes_ready_is_named(monkeypatch):
     monkeypatch.setenv(DELAY_ENV, "worker/1=60")
     cluster = LocalCluster({"worker": 2}, start_method="spawn", ready_timeout=3)
@@ -614,6 +618,7 @@ def test_a_given_port_taken_after_the_check_is_an_error_not_a_retry(monkeypatch)
     assert_gone(cluster.pids.values(), [])
 
 
+@pytest.mark.slow
 def test_two_clusters_at_once_even_racing_for_one_port(monkeypatch):
     """Both clusters are handed the same "free" port first: one server binds it, the other
     finds it taken and its cluster starts again on new ports."""
@@ -676,6 +681,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not POSIX, reason="SIGKILL")
 def test_servers_exit_by_themselves_when_their_parent_is_killed():
     env = {**os.environ, **QUIET_ENV}
@@ -797,6 +803,7 @@ print(json.dumps(out), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_a_restarted_parameter_server_is_reached_again_at_once():
     """Kill the ps under a ParameterServerStrategy coordinator, restart it at the same
     address and reconnect: the first attempts may still fail with 'Connection refused' (gRPC
@@ -831,6 +838,7 @@ print(json.dumps(out), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_an_idle_client_is_not_cut_off_by_its_keepalive_pings():
     """With gRPC's default of two pings without data, the first op after several seconds of
     idleness failed with 'UnavailableError: Too many pings'; GRPC_OPTIONS allows one."""

@@ -181,6 +181,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.slow
 def test_three_servers_from_a_file_and_tf1_flags_form_one_cluster(tmp_path):
     ports = free_ports(3)
     workers = [f"127.0.0.1:{ports[0]}", f"127.0.0.1:{ports[1]}"]

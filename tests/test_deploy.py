@@ -280,6 +280,7 @@ def test_broken_service_and_unknown_kinds_are_caught():
         deploy.validate({"apiVersion": "apps/v1", "kind": "Deployment"})
 
 
+@pytest.mark.slow
 def test_default_container_command_starts_a_server_from_tf_config():
     """What every pod runs by default, run here: plain TensorFlow, TF_CONFIG in, a server out."""
     (port,) = free_ports(1)

@@ -289,6 +289,7 @@ def test_bad_requests_are_refused_before_tensorflow_starts(monkeypatch, kwargs, 
 # The real TensorFlow, in fresh processes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("n", [1, 3, 8])
 def test_setup_makes_exactly_n_devices(n):
     """A setup that ignored n (or made another number and cut the list) is caught: the count
@@ -326,6 +327,7 @@ def test_setup_makes_exactly_n_devices(n):
     assert r["missing_api"] == []
 
 
+@pytest.mark.slow
 def test_four_logical_cpus_inventory_and_repeat():
     proc = run_script(
         """
@@ -365,6 +367,7 @@ def test_four_logical_cpus_inventory_and_repeat():
     assert [o.split("device:")[-1] for o in r["outs"]] == [f"CPU:{i}" for i in range(4)]
 
 
+@pytest.mark.slow
 def test_setup_after_tensorflow_initialised():
     proc = run_script(
         """
@@ -384,6 +387,7 @@ def test_setup_after_tensorflow_initialised():
     assert "initialised before devices.setup(n=3)" in msg and "Restart the kernel" in msg
 
 
+@pytest.mark.slow
 def test_one_device_after_initialisation_is_accepted_and_gpu_request_fails_clearly():
     proc = run_script(
         """

@@ -63,6 +63,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 def test_a_running_jupyterlab_serves_the_course_defaults(tmp_path):
     """Start JupyterLab with the installed overrides and ask its settings API, as the
     browser does: the defaults it serves for those settings are the course's (overrides

@@ -326,13 +326,6 @@ def test_lab_structure(path: Path) -> None:
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
-def test_every_lab_is_executed_by_its_own_test_module(path: Path) -> None:
-    module = ROOT / "tests" / f"test_lab{path.name[:2]}.py"
-    assert module.exists(), f"add {module.name}: copy tests/test_lab01.py, change LAB"
-    assert f'LAB = "{path.name}"' in module.read_text(encoding="utf-8")
-
-
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)
 def test_sources_are_cited_by_name(path: Path) -> None:
     """The source notes are cited by their names in README.md's Sources section."""
     text = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)

@@ -177,6 +177,7 @@ def launcher():
     assert not launcher.workdir.exists()
 
 
+@pytest.mark.slow
 def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
     import tensorflow as tf
 
@@ -204,6 +205,7 @@ def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
     assert np.allclose(losses, reported, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(launcher, tmp_path):
     ckpt = dict(steps=8, per_worker_batch=8, checkpoint_dir=str(tmp_path), checkpoint_every=2)
     run = launcher.run(TrainConfig(**ckpt, pause_task=1, pause_after=5), num_workers=2)
@@ -229,6 +231,7 @@ def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(lau
         assert first["step"] == 5  # the batches of steps 1-4 were skipped, not trained again
 
 
+@pytest.mark.slow
 def test_a_preempted_worker_makes_every_worker_save_at_one_step(launcher, tmp_path):
     cfg = dict(steps=8, per_worker_batch=8, checkpoint_dir=str(tmp_path), preemption=True)
     run = launcher.run(TrainConfig(**cfg, pause_task=1, pause_after=3), num_workers=2)
@@ -244,6 +247,7 @@ def test_a_preempted_worker_makes_every_worker_save_at_one_step(launcher, tmp_pa
     assert step == 4 and max_diff(weights, run.weights("preempted", 1)[1]) == 0.0
 
 
+@pytest.mark.slow
 def test_waits_are_bounded_and_a_timed_out_run_is_stopped(launcher):
     run = launcher.run(
         TrainConfig(steps=6, per_worker_batch=8, pause_task=1, pause_after=2), num_workers=2
@@ -258,6 +262,7 @@ def test_waits_are_bounded_and_a_timed_out_run_is_stopped(launcher):
     assert_gone(pids)
 
 
+@pytest.mark.slow
 def test_a_stuck_worker_ends_itself_at_its_deadline(launcher):
     config = TrainConfig(
         steps=6, per_worker_batch=8, pause_task=1, pause_after=2, pause_timeout_s=1.0, deadline_s=8
@@ -271,6 +276,7 @@ def test_a_stuck_worker_ends_itself_at_its_deadline(launcher):
     assert results[0].returncode in (1, EXIT_DEADLINE)
 
 
+@pytest.mark.slow
 def test_a_new_run_stops_the_workers_of_the_previous_one(launcher):
     first = launcher.run(
         TrainConfig(steps=6, per_worker_batch=8, pause_task=0, pause_after=2), num_workers=2
@@ -283,6 +289,7 @@ def test_a_new_run_stops_the_workers_of_the_previous_one(launcher):
     assert [r.returncode for r in second.wait(timeout=RUN_S).values()] == [0, 0]
 
 
+@pytest.mark.slow
 def test_freeze_stops_a_worker_without_ending_it(launcher):
     run = launcher.run(
         TrainConfig(steps=6, per_worker_batch=8, pause_task=1, pause_after=2), num_workers=2
@@ -300,6 +307,7 @@ def test_freeze_stops_a_worker_without_ending_it(launcher):
     run.wait(timeout=RUN_S)
 
 
+@pytest.mark.slow
 def test_the_spawn_start_method_runs_the_same_program(tmp_path):
     with Launcher(start_method="spawn") as launcher:
         run = launcher.run(TrainConfig(steps=3, per_worker_batch=8), num_workers=2)
@@ -323,6 +331,7 @@ sys.stdin.read()
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(DEFAULT_START_METHOD != "fork", reason="the fork launcher runs on Linux")
 def test_workers_and_launcher_exit_when_their_parent_is_killed():
     parent = subprocess.Popen(
@@ -350,6 +359,7 @@ def test_workers_and_launcher_exit_when_their_parent_is_killed():
     assert not os.path.exists(started["workdir"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(DEFAULT_START_METHOD != "fork", reason="only the fork method has a launcher")
 def test_a_dead_launcher_is_reported_and_takes_its_workers_along(tmp_path):
     with Launcher() as launcher:

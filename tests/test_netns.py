@@ -41,7 +41,15 @@ from .conftest import QUIET_ENV, ROOT
 
 pytestmark = pytest.mark.timeout(180)
 REASON = netns.unavailable_reason()
-needs_root = pytest.mark.skipif(REASON is not None, reason=f"dtf.netns: {REASON}")
+
+
+def needs_root(test):
+    """Marked ``root`` (``make test`` leaves it out, ``make check`` runs it) and skipped with
+    the reason where namespaces cannot be made."""
+    skip = pytest.mark.skipif(REASON is not None, reason=f"dtf.netns: {REASON}")
+    return pytest.mark.root(skip(test))
+
+
 #: Set by .ci/run when it runs as root: there these tests must run, never skip.
 REQUIRED = os.environ.get("DTF_REQUIRE_NETNS") == "1"
 CLIENT = str(Path(__file__).with_name("netns_client.py"))
@@ -268,6 +276,7 @@ def _nothing_of(tag: str) -> None:
     assert not [n for n in netns.namespaces() if n.startswith(f"{netns.NS_PREFIX}{tag}-")]
 
 
+@pytest.mark.root
 def test_namespace_tests_run_where_ci_requires_them():
     """CI runs as root and sets DTF_REQUIRE_NETNS=1: a machine where the namespace tests
     would skip fails here instead of passing with them silently skipped."""

@@ -29,7 +29,7 @@ NOTEBOOK = ROOT / "notebooks" / "13_hosts_on_one_machine.ipynb"
 CAPS = ("sys_admin", "net_admin")
 CHECK_TAG = "nbval-check-output"
 
-pytestmark = pytest.mark.timeout(360)
+pytestmark = [pytest.mark.timeout(360), pytest.mark.notebook]
 
 
 def dropping(argv: list[str]) -> list[str] | None:

@@ -32,6 +32,7 @@ def tagged(token: str) -> list[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 def test_a_cluster_notebook_that_fails_half_way_leaves_no_server(tmp_path, monkeypatch):
     import papermill
     from papermill.exceptions import PapermillExecutionError

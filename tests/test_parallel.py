@@ -294,6 +294,7 @@ def result() -> dict:
     return last_json(run_script(SCRIPT, timeout=240))
 
 
+@pytest.mark.slow
 def test_stages_hold_their_layers_on_their_devices(result):
     assert result["stages"] == [[[0, 1], "CPU:0"], [[2], "CPU:1"], [[3], "CPU:2"]]
     assert result["variable_devices"] == [["CPU:0"] * 4, ["CPU:1"] * 2, ["CPU:2"] * 2]
@@ -301,6 +302,7 @@ def test_stages_hold_their_layers_on_their_devices(result):
     assert result["plain_variable_device"] == "CPU:2"  # a tf.Variable as much as a Keras one
 
 
+@pytest.mark.slow
 def test_parameter_bytes_by_hand(result):
     # stage 0: 4*6+6 + 6*5+5 = 65 floats; stage 1: 5*3+3 = 18; stage 2: 3*2+2 = 8
     assert result["stage_bytes"] == {"CPU:0": 260, "CPU:1": 72, "CPU:2": 32}
@@ -308,6 +310,7 @@ def test_parameter_bytes_by_hand(result):
     assert result["replica_bytes"] == {"CPU:0": 364, "CPU:1": 364, "CPU:2": 364}
 
 
+@pytest.mark.slow
 def test_activation_bytes_by_hand(result):
     # boundaries after widths 5 and 3, batch 8: 2 directions * 8 * (5 + 3) * 4 bytes
     assert result["moved"] == 512
@@ -316,10 +319,12 @@ def test_activation_bytes_by_hand(result):
     assert result["cycled_moved"] == 2 * 8 * (6 + 5 + 3) * 4
 
 
+@pytest.mark.slow
 def test_every_build_starts_from_the_same_weights(result):
     assert result["same_init"] == [0.0, 0.0]
 
 
+@pytest.mark.slow
 def test_pipeline_gradients_equal_the_whole_batch_gradient(result):
     for m, (loss_gap, grad_gap) in result["grad_gaps"].items():
         assert loss_gap < 1e-6, f"M={m}"
@@ -328,6 +333,7 @@ def test_pipeline_gradients_equal_the_whole_batch_gradient(result):
     assert loss_gap < 1e-6 and grad_gap < 1e-5
 
 
+@pytest.mark.slow
 def test_each_stage_runs_its_backward_pass_on_its_own_device(result):
     assert [tuple(p) for p in result["backward"]] == [(0, "CPU:0"), (1, "CPU:1"), (2, "CPU:2")]
     # every variable updated where it lives, the arithmetic of the update included
@@ -335,6 +341,7 @@ def test_each_stage_runs_its_backward_pass_on_its_own_device(result):
     assert result["update_math"] == ["CPU:0", "CPU:1", "CPU:2"]
 
 
+@pytest.mark.slow
 def test_micro_batches_must_be_equal(result):
     msg = result["uneven"]
     assert "12 examples" in msg and "5 equal micro-batches" in msg
@@ -343,6 +350,7 @@ def test_micro_batches_must_be_equal(result):
     assert sum((labels for _, labels in result["split"]), []) == result["labels"]  # in order
 
 
+@pytest.mark.slow
 def test_three_ways_train_to_the_same_weights(result):
     assert all(result["loss_fell"])
     pipeline_vs_model, data_vs_model, between_replicas, moved = result["weights"]

@@ -75,6 +75,7 @@ def test_short_device(full, short):
     assert placement.short_device(full) == short
 
 
+@pytest.mark.slow
 def test_capture_in_a_script():
     proc = run_script(
         """
@@ -126,6 +127,7 @@ def test_capture_in_a_script():
     assert not any(placement.LINE.match(line) for line in after.splitlines())
 
 
+@pytest.mark.slow
 def test_capture_refuses_without_logging_and_when_enabled_too_late():
     proc = run_script(
         """
@@ -166,6 +168,7 @@ CELLS = [
 ]
 
 
+@pytest.mark.slow
 def test_same_rows_in_a_jupyter_kernel_and_under_nbval(tmp_path):
     """Executed like JupyterLab/papermill do (nbclient, descriptor 1 forwarded), then
     re-executed by nbval (a kernel under pytest, descriptor 1 not forwarded): the
@@ -215,6 +218,7 @@ def test_same_rows_in_a_jupyter_kernel_and_under_nbval(tmp_path):
     assert "5 passed" in proc.stdout
 
 
+@pytest.mark.slow
 def test_script_output_is_complete_at_exit():
     """The reader thread is a daemon: without draining at exit a script lost its last
     lines (seen: the final JSON line of a test script)."""
@@ -423,6 +427,7 @@ def test_a_non_blocking_stdout_loses_nothing():
     }
 
 
+@pytest.mark.slow
 def test_a_script_piped_into_head_ends_promptly(tmp_path):
     """Acceptance of issue 6: `python script.py | head -1` after placement.start() ended
     only when killed (the reader died on EPIPE, the main thread blocked on the full pipe, and

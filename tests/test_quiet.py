@@ -35,6 +35,7 @@ def test_good_levels_are_written_as_digits(level, monkeypatch):
     assert quiet.os.environ["TF_CPP_MIN_LOG_LEVEL"] == str(int(level))
 
 
+@pytest.mark.slow
 def test_import_is_silent_and_quiet_is_idempotent():
     # No TF variables inherited: quiet() alone must silence the import.
     env = {"TF_CPP_MIN_LOG_LEVEL": "", "TF_ENABLE_ONEDNN_OPTS": ""}
@@ -59,6 +60,7 @@ def test_import_is_silent_and_quiet_is_idempotent():
     assert proc.stderr.strip() == "", proc.stderr
 
 
+@pytest.mark.slow
 def test_without_quiet_tensorflow_is_noisy():
     """The control: the same import without quiet() prints C++ log lines (so the test
     above can fail)."""

@@ -153,10 +153,12 @@ def batch(tmp_path_factory: pytest.TempPathFactory, slow_run: SimpleNamespace) -
     )
 
 
+@pytest.mark.slow
 def test_exit_code_is_1_when_a_notebook_fails(batch: SimpleNamespace) -> None:
     assert batch.rc == 1
 
 
+@pytest.mark.slow
 def test_statuses_metrics_and_errors(batch: SimpleNamespace) -> None:
     rows = rows_by_notebook(batch.data)
     assert list(rows) == ["a_metrics.ipynb", "b_params.ipynb", "c_fail.ipynb"]
@@ -170,6 +172,7 @@ def test_statuses_metrics_and_errors(batch: SimpleNamespace) -> None:
         assert row["seconds"] > 0 and row["peak_mib"] > 10
 
 
+@pytest.mark.slow
 def test_leftover_process_is_stopped_and_reported(batch: SimpleNamespace) -> None:
     pid = int((batch.nbs / "leak.pid").read_text())  # written relative to the notebook's dir
     assert is_gone(pid)
@@ -178,6 +181,7 @@ def test_leftover_process_is_stopped_and_reported(batch: SimpleNamespace) -> Non
     assert any("leftover" in w and "sleep" in w for w in row["warnings"])
 
 
+@pytest.mark.slow
 def test_report_md(batch: SimpleNamespace) -> None:
     lines = batch.md.splitlines()
     assert any(line.startswith("**2 passed, 1 failed** in ") for line in lines)
@@ -190,6 +194,7 @@ def test_report_md(batch: SimpleNamespace) -> None:
     assert all(line.count("|") - line.count("\\|") == 7 for line in table.values())
 
 
+@pytest.mark.slow
 def test_report_html_escapes(batch: SimpleNamespace) -> None:
     assert batch.html.startswith("<!DOCTYPE html>")
     assert "<script>" not in batch.html
@@ -198,12 +203,14 @@ def test_report_html_escapes(batch: SimpleNamespace) -> None:
     assert 'class="failed"' in batch.html
 
 
+@pytest.mark.slow
 def test_reports_use_relative_paths(batch: SimpleNamespace) -> None:
     for text in (batch.md, batch.html, json.dumps(batch.data)):
         assert str(batch.tmp) not in text
         assert str(ROOT) not in text
 
 
+@pytest.mark.slow
 def test_executed_copies_and_progress(batch: SimpleNamespace) -> None:
     executed = nbformat.read(batch.out / "b_params.ipynb", as_version=4)
     assert executed.metadata["papermill"]["parameters"] == BATCH_PARAMETERS
@@ -226,6 +233,7 @@ def test_write_reports_directly(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- runner: timeout
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_whole_tree(slow_run: SimpleNamespace) -> None:
     out, err = slow_run.proc.communicate(timeout=SLOW_TIMEOUT_S + 90)
     assert slow_run.proc.returncode == 1, err
@@ -373,6 +381,7 @@ def test_execute_in_place(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
 # --------------------------------------------------------------------------- not POSIX
 
 
+@pytest.mark.slow
 def test_runner_without_posix_calls(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

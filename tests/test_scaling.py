@@ -49,6 +49,7 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_mirrored_in_a_child_process():
     proc = _run("mirrored", "--replicas", "2", "--warmup", "1", "--timed", "3", "--repeats", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -58,6 +59,7 @@ def test_mirrored_in_a_child_process():
     assert result["cross_device_ops"]  # what MirroredStrategy picked, e.g. CollectiveAllReduce
 
 
+@pytest.mark.slow
 def test_chains_in_a_child_process():
     proc = _run("chains", "--size", "32", "--length", "4", "--repeats", "2")
     assert proc.returncode == 0, proc.stderr[-2000:]

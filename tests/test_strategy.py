@@ -294,6 +294,7 @@ def tf_results():
     return last_json(run_script(SCRIPT, timeout=300))
 
 
+@pytest.mark.slow
 def test_build_cnn_is_seeded_and_mirrors_in_a_scope(tf_results):
     r = tf_results
     assert r["same_seed_diff"] == 0.0
@@ -305,6 +306,7 @@ def test_build_cnn_is_seeded_and_mirrors_in_a_scope(tf_results):
     assert r["copies"] == 3 and r["copies_diff"] == 0.0
 
 
+@pytest.mark.slow
 def test_make_dataset_gives_full_batches_in_a_fixed_order(tf_results):
     r = tf_results
     assert r["batches"] and r["full"] and r["order"]
@@ -313,6 +315,7 @@ def test_make_dataset_gives_full_batches_in_a_fixed_order(tf_results):
     assert r["shares"] == [[16, 16, 16]]  # 48 on 3 replicas: equal shares, every batch
 
 
+@pytest.mark.slow
 def test_cross_device_ops_name_on_logical_cpus(tf_results):
     r = tf_results
     assert r["default_ops"] == "CollectiveAllReduce (RING)"
@@ -320,6 +323,7 @@ def test_cross_device_ops_name_on_logical_cpus(tf_results):
     assert "_DefaultDistributionStrategy has no cross-device ops" in r["default_strategy"]
 
 
+@pytest.mark.slow
 def test_a_mirrored_step_equals_a_tower_step(tf_results):
     r = tf_results
     assert r["step_moved"] > 1e-4  # the step changed the weights
@@ -328,6 +332,7 @@ def test_a_mirrored_step_equals_a_tower_step(tf_results):
     assert r["copies_after_step"] == 0.0
 
 
+@pytest.mark.slow
 def test_time_steps_with_tensorflow(tf_results):
     assert tf_results["timed"] == {"towers": 3, "mirrored": 3}
     assert tf_results["timed_positive"]

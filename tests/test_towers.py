@@ -237,6 +237,7 @@ def result() -> dict:
     return last_json(run_script(SCRIPT, timeout=180))
 
 
+@pytest.mark.slow
 def test_split_batch_sizes_order_and_errors(result):
     assert result["split_sizes"] == [2, 2, 2]
     assert result["split_y"] == [[0, 1], [2, 3], [4, 5]]
@@ -246,6 +247,7 @@ def test_split_batch_sizes_order_and_errors(result):
     assert "4 examples but y has 5" in result["split_mismatch"]
 
 
+@pytest.mark.slow
 def test_average_gradients_of_known_numbers(result):
     assert result["avg"] == [2.0, [3.0, 6.0], None]
     assert "no gradient in tower(s) [1]" in result["avg_partial_none"]
@@ -253,6 +255,7 @@ def test_average_gradients_of_known_numbers(result):
     assert result["avg_single"] == 5.0
 
 
+@pytest.mark.slow
 def test_tower_step_equals_single_device_step(result):
     first, tower, single = result["first_loss"]
     assert tower == pytest.approx(first, abs=1e-6) and single == pytest.approx(first, abs=1e-6)
@@ -262,6 +265,7 @@ def test_tower_step_equals_single_device_step(result):
     assert result["diff_keras"] < 1e-5
 
 
+@pytest.mark.slow
 def test_tower_step_places_work_on_every_device(result):
     assert result["matmul_devices"] == ["CPU:0", "CPU:1", "CPU:2"]
     assert result["addn_devices"] == ["CPU:0"]  # gradients averaged on the parameter device
@@ -269,6 +273,7 @@ def test_tower_step_places_work_on_every_device(result):
     assert result["spread_vars"] == ["CPU:0", "CPU:0", "CPU:1", "CPU:1"]
 
 
+@pytest.mark.slow
 def test_gradients_are_averaged_where_each_variable_lives(result):
     """param_device=None: each variable's tower gradients are summed and divided on the
     variable's own device (a step that averaged everything on the first device was not
@@ -284,14 +289,17 @@ def test_gradients_are_averaged_where_each_variable_lives(result):
     assert [row[1:] for row in result["param_averaged"]] == [["CPU:0"] * 3] * 4
 
 
+@pytest.mark.slow
 def test_numpy_integers_are_whole_numbers(result):
     assert result["numpy_ints"] == [2, [5, 5, 2, 2]]
 
 
+@pytest.mark.slow
 def test_init_mlp_is_seeded(result):
     assert result["init_same"] == 0.0 and result["init_other_seed"] > 0.0
 
 
+@pytest.mark.slow
 def test_tower_step_refuses_a_batch_that_does_not_divide(result):
     msg = result["step_uneven"]
     assert "25" in msg and "multiple of the number of devices" in msg
