@@ -83,3 +83,27 @@ def pytest_collection_modifyitems(config, items):
         if path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebook)
         item.add_marker(pytest.mark.xdist_group(group))
+
+
+#: An unmarked test slower than this is named at the end of the run: mark it ``slow``.
+FAST_TEST_LIMIT_S = 5.0
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Name the tests that ``make test`` runs (no ``slow``, ``notebook`` or ``root`` marker)
+    but that took longer than :data:`FAST_TEST_LIMIT_S`, setup included."""
+    total: dict[str, float] = {}
+    marked: set[str] = set()
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            if getattr(report, "when", None) not in ("setup", "call", "teardown"):
+                continue
+            keywords = getattr(report, "keywords", {}) or {}
+            if {"slow", "notebook", "root"} & set(keywords):
+                marked.add(report.nodeid)
+            total[report.nodeid] = total.get(report.nodeid, 0.0) + report.duration
+    slow = sorted((s, n) for n, s in total.items() if n not in marked and s > FAST_TEST_LIMIT_S)
+    if slow:
+        terminalreporter.section("unmarked tests slower than the fast suite allows")
+        for seconds, nodeid in reversed(slow):
+            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}  (mark it slow?)")
