@@ -1,11 +1,10 @@
-# Distributed TensorFlow, hands-on. Every target creates .venv on first use.
-#   make run     execute every notebook and lab solution headless, report in build/
-#   make test    the whole test suite (unit, structure, notebooks via nbval, labs)
-#   make lab     JupyterLab on this folder, bound to localhost, README open, no pop-ups
-#   make outputs re-execute the tutorial notebooks in place (fresh stored outputs)
-#   make labs    regenerate the student labs from labs/solutions
-# GPU machine: add GPU=1 to any target (uses .venv-gpu and requirements-gpu.txt).
-# Extra arguments: ARGS="..." (e.g. make run ARGS="-p EPOCHS 1 -k 03").
+# Distributed TensorFlow, hands-on. `make help` prints the `## ` lines below and the `## `
+# text on each target's line: a target without one is missing there (tests/test_makefile.py).
+## Usage: make TARGET [GPU=1] [PYTHON=python3.11] [ARGS="..."]
+##   GPU=1       on a GPU machine: .venv-gpu and requirements-gpu.txt instead of .venv
+##   PYTHON=...  the interpreter that creates the venv (Python 3.11 to 3.13)
+##   ARGS="..."  extra arguments, e.g. make run ARGS="-p EPOCHS 1 -k 03"
+## Targets (all but help and clean create the venv on first use):
 
 PYTHON ?= python3
 # Pythons that can install the pins (keep in step with requires-python in pyproject.toml;
@@ -13,23 +12,11 @@ PYTHON ?= python3
 PYTHON_MIN := 3.11
 PYTHON_MAX := 3.13
 # One clear message, before anything is created or downloaded, when an interpreter cannot
-# install the pins: $(call check_python,INTERPRETER,WHAT TO DO). Plain Python 2/3 syntax and
-# no single quotes, so any python prints it; a missing interpreter gets its own message.
+# install the pins: $(call check_python,INTERPRETER,WHAT TO DO). tools/check_python.py runs
+# under any Python 2.7 or 3.x; a missing interpreter gets its own message.
 check_python = { command -v $(1) >/dev/null 2>&1 || { \
   echo "make: $(1) not found. $(2)" >&2; exit 1; }; }; \
-  $(1) -c 'import platform, sys; \
-  v = sys.version_info; lo = tuple(map(int, "$(PYTHON_MIN)".split("."))); \
-  hi = tuple(map(int, "$(PYTHON_MAX)".split("."))); \
-  who = "$(1) (%s) is Python %d.%d.%d" % (sys.executable, v[0], v[1], v[2]); \
-  old = not (lo <= tuple(v[:2]) <= hi); \
-  intel = sys.platform == "darwin" and platform.machine() == "x86_64"; \
-  sys.exit(("make: %s, which this course does not support: it needs Python $(PYTHON_MIN) to \
-$(PYTHON_MAX) (TensorFlow 2.21 and the pinned packages have no wheels for other versions). \
-$(2)" % who) if old else ("make: %s for Intel (x86-64) macOS: $(INTEL_MAC), so nothing can \
-be installed. On Apple silicon use an arm64 Python, not one under Rosetta; on an Intel Mac use \
-a Linux machine or container, or a cloud notebook (README.md, Installing)." % who) if intel \
-else 0)'
-INTEL_MAC := TensorFlow has no macOS x86-64 (Intel Mac) wheel after 2.16, and the course needs 2.21
+  $(1) tools/check_python.py '$(1)' $(PYTHON_MIN) $(PYTHON_MAX) '$(2)'
 INSTALL_HINT := Install Python $(PYTHON_MIN) to $(PYTHON_MAX) and name it, e.g. make PYTHON=python$(PYTHON_MIN) run \
 (Ubuntu 22.04: sudo apt install python$(PYTHON_MIN) python$(PYTHON_MIN)-venv; any system: \
 conda env create -f environment.yml). See README.md, Installing.
@@ -44,11 +31,16 @@ REQUIREMENTS ?= requirements.txt
 endif
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(REQUIREMENTS)
+# The test and lint tools (requirements-dev.txt), installed only for the targets that need
+# them: run, lab, outputs and labs never install pytest, ruff or uv.
+DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv run test lab outputs labs lint clean
+.PHONY: help venv dev run test lab outputs labs lint clean
 
-help:
-	@sed -n '2,9p' Makefile | sed 's/^# \{0,1\}//'
+help: ## list the targets and options (this text)
+	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
+	@grep -E '^[a-z]+:.*## ' $(firstword $(MAKEFILE_LIST)) | \
+	  awk 'BEGIN { FS = ":.*## " } !seen[$$1]++ { printf "  %-8s %s\n", $$1, $$2 }'
 
 $(STAMP): $(REQUIREMENTS) requirements-common.txt pyproject.toml
 	@if test -x $(PY); then $(call check_python,$(PY),$(VENV_HINT)); \
@@ -58,29 +50,41 @@ $(STAMP): $(REQUIREMENTS) requirements-common.txt pyproject.toml
 	$(PY) -m pip install --progress-bar off -r $(REQUIREMENTS) -e .
 	touch $@
 
-venv: $(STAMP)
+venv: $(STAMP) ## create .venv and install what the notebooks and labs need
 
-run: $(STAMP)
+run: $(STAMP) ## execute every notebook and lab solution headless, report in build/
 	$(PY) tools/run_notebooks.py $(ARGS)
+
+# Installed with $(REQUIREMENTS) in one pip call, so that pip resolves the two files together.
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(PY) -m pip install --progress-bar off -r $(REQUIREMENTS) -r requirements-dev.txt
+	touch $@
+
+dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt, pre-commit)
+
+# The tests need the tools too (the recipe of test is below).
+test: $(DEV_STAMP) ## the fast tests, a few minutes: run them after every change
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile $(ARGS)
 
 # The course's JupyterLab settings (no news or update pop-ups, README rendered), then JupyterLab
 # on localhost with the README open.
-lab: $(STAMP)
+lab: $(STAMP) ## JupyterLab on this folder, bound to 127.0.0.1, README open, no pop-ups
 	$(PY) tools/lab_settings.py
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ARGS) README.md
 
-outputs: $(STAMP)
+outputs: $(STAMP) ## re-execute the tutorial notebooks in place (fresh stored outputs)
 	$(PY) tools/execute_in_place.py $(ARGS)
 
-labs: $(STAMP)
+labs: $(STAMP) ## regenerate the student labs from labs/solutions
 	$(PY) tools/make_labs.py $(ARGS)
 
-lint: $(STAMP)
-	$(PY) -m ruff check src tools tests
-	$(PY) -m ruff format --check src tools tests
+# The same commands as CI's lint job (.github/workflows/test.yml) and the pre-commit hooks.
+LINT_PATHS := notebooks labs src tools tests
+lint: $(DEV_STAMP) ## ruff check and ruff format --check: notebooks, labs, src, tools, tests
+	$(PY) -m ruff check $(LINT_PATHS)
+	$(PY) -m ruff format --check $(LINT_PATHS)
 
-clean:
+clean: ## remove build/ (executed copies, reports)
 	rm -rf build

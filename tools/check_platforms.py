@@ -3,7 +3,9 @@
 For each (platform, Python, requirements file) the README names, runs uv's resolver for that
 target (``uv pip compile --python-platform P --python-version V --only-binary :all:``), which
 evaluates the environment markers for the target rather than for this machine and accepts only
-wheels, as a workshop laptop needs. Combinations the README says are *not* supported (an Intel
+wheels, as a workshop laptop needs. Each supported row is resolved together with
+requirements-dev.txt, the test and lint tools that ``make test`` installs on top of it, so a
+contributor's laptop is checked too. Combinations the README says are *not* supported (an Intel
 Mac, Python 3.10 and 3.14) are resolved too and must fail: each row of the table says why it is
 not supported, with the README's words, so a claim that stops being true shows up here.
 
@@ -13,7 +15,7 @@ not supported, with the README's words, so a claim that stops being true shows u
 
 Exit status: 0 when every supported row resolves and every unsupported row fails to resolve;
 1 otherwise (including a resolver that could not reach the package index); 2 when uv is missing.
-Needs uv (pinned in requirements-common.txt) and access to the package index (uv caches it).
+Needs uv (pinned in requirements-dev.txt) and access to the package index (uv caches it).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from packaging.specifiers import SpecifierSet
 
 # The README's reasons, word for word (tests/test_check_platforms.py checks README.md has them).
 INTEL_MAC = "TensorFlow has no macOS x86-64 (Intel Mac) wheel after 2.16, and the course needs 2.21"
+#: Installed on top of each platform's file by make test / check / lint (never on its own).
+DEV_FILE = "requirements-dev.txt"
 UNSUPPORTED_PYTHONS = {
     "3.10": (
         "the pinned numpy, pandas, matplotlib, scikit-learn and ipykernel need Python 3.11 or newer"
@@ -76,6 +80,16 @@ class Combo:
     platform: Platform
     python: str
     file: str
+    with_dev: bool = False  # resolved together with DEV_FILE
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files resolved together: ``file``, and DEV_FILE on top where ``with_dev``."""
+        return (self.file, DEV_FILE) if self.with_dev else (self.file,)
+
+    @property
+    def label(self) -> str:
+        return " + ".join(self.files)
 
     @property
     def reason(self) -> str | None:
@@ -108,8 +122,9 @@ def supported_pythons(root: Path = ROOT) -> list[str]:
 
 
 def combos(root: Path = ROOT) -> list[Combo]:
-    """Every row of the table: supported Pythons on every platform and file, plus the
-    unsupported Pythons on each supported platform's CPU file."""
+    """Every row of the table: supported Pythons on every platform and file (with DEV_FILE on
+    top where the checkout has one), plus the unsupported Pythons on each supported platform's
+    CPU file (alone: what fails there is TensorFlow or Python, not a test tool)."""
     pythons = supported_pythons(root)
     overlap = sorted(set(pythons) & set(UNSUPPORTED_PYTHONS))
     if overlap:
@@ -117,7 +132,13 @@ def combos(root: Path = ROOT) -> list[Combo]:
             f"{root / 'pyproject.toml'} admits Python {overlap}, which this tool says is "
             "unsupported: update UNSUPPORTED_PYTHONS and the README together"
         )
-    rows = [Combo(p, v, f) for p in PLATFORMS for f in p.files for v in pythons]
+    dev = (root / DEV_FILE).exists()
+    rows = [
+        Combo(p, v, f, with_dev=dev and not p.unsupported)
+        for p in PLATFORMS
+        for f in p.files
+        for v in pythons
+    ]
     rows += [
         Combo(p, v, "requirements.txt")
         for p in PLATFORMS
@@ -171,7 +192,7 @@ def resolve(combo: Combo, uv: str, root: Path = ROOT, timeout: float = 120) -> R
         uv,
         "pip",
         "compile",
-        combo.file,
+        *combo.files,
         "--python-platform",
         combo.platform.triple,
         "--python-version",
@@ -216,7 +237,7 @@ def check(rows: list[Combo], uv: str, root: Path = ROOT, jobs: int = 8) -> list[
 def table(results: list[Result]) -> str:
     """A Markdown table, one row per combination, with a verdict column."""
     lines = [
-        "| Platform | Python | File | README says | Resolver | Verdict |",
+        "| Platform | Python | Files | README says | Resolver | Verdict |",
         "|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -224,7 +245,7 @@ def table(results: list[Result]) -> str:
         claim = f"not supported: {c.reason}" if c.reason else "supported"
         verdict = "ok" if r.ok else "FAIL"
         lines.append(
-            f"| {c.platform.label} | {c.python} | {c.file} | {claim} "
+            f"| {c.platform.label} | {c.python} | {c.label} | {claim} "
             f"| {r.outcome}: {r.detail} | {verdict} |"
         )
     return "\n".join(lines)
@@ -243,7 +264,7 @@ def summary(results: list[Result]) -> str:
             what = "resolves, but the README says it is not supported: update both"
         else:
             what = f"does not resolve ({r.detail}): fix the pins or narrow the README's claim"
-        out.append(f"  {c.platform.label}, Python {c.python}, {c.file}: {what}")
+        out.append(f"  {c.platform.label}, Python {c.python}, {c.label}: {what}")
     return "\n".join(out)
 
 
@@ -261,7 +282,7 @@ def main(argv: list[str] | None = None, root: Path = ROOT) -> int:
     if not uv:
         print(
             "uv not found: install the pinned one with "
-            "`python -m pip install -r requirements-common.txt` (or `make venv`)",
+            "`python -m pip install -r requirements-dev.txt` (or `make dev`)",
             file=sys.stderr,
         )
         return 2
