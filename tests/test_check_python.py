@@ -9,10 +9,10 @@ import ast
 import subprocess
 import sys
 
-import check_python as cp
 import pytest
 
 from tests.conftest import ROOT
+from tools import check_python as cp
 
 SCRIPT = ROOT / "tools" / "check_python.py"
 HINT = "Install Python 3.11 to 3.13 and name it, e.g. make PYTHON=python3.11 run."
@@ -51,7 +51,7 @@ def test_an_intel_mac_is_told_why_and_what_to_use():
 
 
 def test_the_intel_mac_reason_is_the_one_the_platform_check_and_readme_give():
-    import check_platforms
+    from tools import check_platforms
 
     assert cp.INTEL_MAC == check_platforms.INTEL_MAC
     assert cp.INTEL_MAC in (ROOT / "README.md").read_text(encoding="utf-8")

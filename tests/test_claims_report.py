@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
-import claims_report as cr
 import pytest
+
+from tools import claims_report as cr
 
 # Two test modules (one with a class), a notebook and the JUnit XML of a run over them.
 MODULE = '''
