@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed-$(REQUIREMENTS)
 # them: run, lab, outputs and labs never install pytest, ruff or uv.
 DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv dev run test lab outputs labs lint clean
+.PHONY: help venv dev run test check lab outputs labs lint clean
 
 help: ## list the targets and options (this text)
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -62,11 +62,17 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt
 
 dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt, pre-commit)
 
-# The tests need the tools too (the recipe of test is below).
-test: $(DEV_STAMP) ## the fast tests, a few minutes: run them after every change
+# Two workers; --dist loadgroup keeps a notebook's cells, and a module's tests, on one worker
+# (tests/conftest.py). make test leaves out what is marked slow, notebook or root. Both need
+# the test tools (requirements-dev.txt).
+PYTEST := $(PY) -m pytest -n 2 --dist loadgroup
+FAST := not slow and not notebook and not root
 
-test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile $(ARGS)
+test: $(DEV_STAMP) ## the fast tests, about 2 minutes: run them after every change
+	$(PYTEST) -m "$(FAST)" $(ARGS)
+
+check: $(DEV_STAMP) ## every test: nbval, other device counts, labs, clusters, root (CI runs it)
+	$(PYTEST) $(ARGS)
 
 # The course's JupyterLab settings (no news or update pop-ups, README rendered), then JupyterLab
 # on localhost with the README open.
