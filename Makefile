@@ -53,7 +53,7 @@ $(STAMP): $(REQUIREMENTS) requirements-common.txt pyproject.toml
 venv: $(STAMP) ## create .venv and install what the notebooks and labs need
 
 run: $(STAMP) ## execute every notebook and lab solution headless, report in build/
-	$(PY) tools/run_notebooks.py $(ARGS)
+	$(PY) -m tools.run_notebooks $(ARGS)
 
 # Installed with $(REQUIREMENTS) in one pip call, so that pip resolves the two files together.
 $(DEV_STAMP): $(STAMP) requirements-dev.txt
@@ -77,14 +77,14 @@ check: $(DEV_STAMP) ## every test: nbval, other device counts, labs, clusters, r
 # The course's JupyterLab settings (no news or update pop-ups, README rendered), then JupyterLab
 # on localhost with the README open.
 lab: $(STAMP) ## JupyterLab on this folder, bound to 127.0.0.1, README open, no pop-ups
-	$(PY) tools/lab_settings.py
+	$(PY) -m tools.lab_settings
 	$(VENV)/bin/jupyter lab --ip=127.0.0.1 $(ARGS) README.md
 
 outputs: $(STAMP) ## re-execute the tutorial notebooks in place (fresh stored outputs)
-	$(PY) tools/execute_in_place.py $(ARGS)
+	$(PY) -m tools.execute_in_place $(ARGS)
 
 labs: $(STAMP) ## regenerate the student labs from labs/solutions
-	$(PY) tools/make_labs.py $(ARGS)
+	$(PY) -m tools.make_labs $(ARGS)
 
 # The same commands as CI's lint job (.github/workflows/test.yml) and the pre-commit hooks.
 LINT_PATHS := notebooks labs src tools tests

@@ -7,7 +7,7 @@ way does not divide) and 8 (the most the course supports), skipping a notebook's
 (no default is 1, 3 or 8). A tutorial's other run is its nbval run at the default; a lab's
 solution runs at its other count through ``tests/labrun.py`` (every check must still say
 "correct"), and its student version at the default. Tutorials run headless through the
-course's own runner (``tools/run_notebooks.py``, as ``make run ARGS="-p NUM_DEVICES n"``
+course's own runner (``python -m tools.run_notebooks``, as ``make run ARGS="-p NUM_DEVICES n"``
 does). :data:`CHEAP` shortens timing loops, which do not depend on the count; every result the
 notebooks assert (accuracy, equal weights, placements) is still computed in full.
 """
@@ -68,7 +68,7 @@ def other_counts() -> dict[Path, int]:
 
 def run_with(path: Path, count: int, tmp_path: Path) -> None:
     """Run ``path`` with ``NUM_DEVICES = count``; fail with the runner's report if it fails."""
-    cmd = [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), str(path)]
+    cmd = [sys.executable, "-m", "tools.run_notebooks", str(path)]
     cmd += ["-p", "NUM_DEVICES", str(count), "--timeout", str(RUN_TIMEOUT_S - 30)]
     for name, value in CHEAP.items():
         if name in parameters(path):

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import agenda
-
 from tests.conftest import ROOT
+from tools import agenda
 
 
 def test_the_guide_lists_every_tutorial_and_lab():
-    assert agenda.main(["--check"]) == 0, "run make run, then python tools/agenda.py"
+    assert agenda.main(["--check"]) == 0, "run make run, then python -m tools.agenda"
 
 
 def test_agenda_from_a_report_in_course_order():

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import sys
 
-import check_platforms as cp
 import pytest
 
 from tests.conftest import ROOT
+from tools import check_platforms as cp
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import make_labs
 import numpy as np
 import pytest
 
 from dtf import checks
 from dtf.checks import core
 from tests.conftest import ROOT, stub
+from tools import make_labs
 
 pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import contents
 import nbformat
 import pytest
+
+from tools import contents
 
 README = """\
 # Course

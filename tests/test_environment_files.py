@@ -224,7 +224,7 @@ def makefile_var(name: str) -> str:
 
 
 def test_supported_pythons_agree_everywhere():
-    from check_platforms import supported_pythons
+    from tools.check_platforms import supported_pythons
 
     text = (ROOT / "pyproject.toml").read_text()
     assert supported_pythons() == SUPPORTED

@@ -9,13 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import draw_images
 import nbformat
 import numpy as np
 import pytest
 from PIL import Image
 
 from tests.conftest import ROOT
+from tools import draw_images
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "labs").rglob("*.ipynb"))
 # ![alt](path "optional title") in markdown, and <img src="path"> in HTML.
@@ -50,7 +50,9 @@ def test_every_image_a_notebook_shows_exists(path):
     for alt, link in image_links(path):
         assert local(link), f"{link}: images come from images/, not from the web"
         target = (path.parent / link).resolve()
-        assert target.is_file(), f"{link} (alt {alt!r}) does not exist: run tools/draw_images.py"
+        assert target.is_file(), (
+            f"{link} (alt {alt!r}) does not exist: run python -m tools.draw_images"
+        )
         assert target.parent == ROOT / "images", f"{link}: diagrams live in images/"
         assert alt.strip(), f"{link}: give the image an alt text that says what it shows"
 
@@ -68,7 +70,7 @@ def test_every_drawn_image_is_shown_somewhere():
 
 def test_images_are_up_to_date():
     proc = subprocess.run(
-        [sys.executable, "tools/draw_images.py", "--check"],
+        [sys.executable, "-m", "tools.draw_images", "--check"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -111,11 +113,11 @@ def test_check_reports_a_changed_a_missing_and_an_unknown_image(tmp_path):
 
 def test_check_exits_1_and_says_how_to_fix(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "tools/draw_images.py", "--check", "--out", str(tmp_path)],
+        [sys.executable, "-m", "tools.draw_images", "--check", "--out", str(tmp_path)],
         cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 1
-    assert "missing" in proc.stderr and "python tools/draw_images.py" in proc.stderr
+    assert "missing" in proc.stderr and "python -m tools.draw_images" in proc.stderr

@@ -11,10 +11,10 @@ import time
 import urllib.request
 
 import jsonschema
-import lab_settings
 import pytest
 
 from tests.conftest import ROOT
+from tools import lab_settings
 
 SCHEMAS = lab_settings.settings_dir(sys.prefix).parent / "schemas"
 

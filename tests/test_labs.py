@@ -19,13 +19,13 @@ import json
 import re
 from pathlib import Path
 
-import make_labs
 import nbformat
 import pytest
 
 from dtf import checks
 from tests.conftest import ROOT
 from tests.labrun import CHECK_CELL, tasks_of
+from tools import make_labs
 
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("[0-9][0-9]_*_lab.ipynb"))
 STUDENT_LABS = [ROOT / "labs" / p.name for p in SOLUTIONS]
@@ -289,7 +289,7 @@ def test_there_are_labs() -> None:
 
 def test_generated_labs_are_up_to_date() -> None:
     stale = make_labs.stale_labs()
-    assert stale == [], "run: python tools/make_labs.py\n" + "\n".join(stale)
+    assert stale == [], "run: python -m tools.make_labs\n" + "\n".join(stale)
 
 
 @pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import make_labs
 import nbformat
 import pytest
+
+from tools import make_labs
 
 STUB = re.compile(r'raise NotImplementedError\("Task (\d+): write your code here"\)')
 

@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
-import nbtools
 import psutil
 import pytest
 
 from tests.conftest import ROOT
+from tools import nbtools
 
 START_TIMEOUT_S = 30
 GONE_TIMEOUT_S = 15
@@ -183,8 +183,8 @@ try:
     raise SystemExit("dtf is still importable: the test would prove nothing")
 except ImportError:
     pass
-sys.path.insert(0, {str(ROOT / "tools")!r})
-import run_notebooks, make_labs, contents, execute_in_place
+sys.path.insert(0, {str(ROOT)!r})  # as `python -m` from the root (the path was cleared above)
+from tools import run_notebooks, make_labs, contents, execute_in_place
 import dtf
 assert Path(dtf.__file__).resolve().parent == src / "dtf", dtf.__file__
 assert sys.path.count(str(src)) == 1, sys.path

@@ -5,7 +5,7 @@ Its hosts are Linux network namespaces, which need root (precisely ``CAP_SYS_ADM
 needs namespaces prints one ``skipped: ...`` line instead, and no cell raises. The stored
 outputs and nbval's run in the test suite cover the path with root (where the tests run as
 root); this test covers the other one. As root it drops the two capabilities with
-``setpriv`` (or ``capsh``) for the course's runner, ``tools/run_notebooks.py`` (papermill),
+``setpriv`` (or ``capsh``) for the course's runner, ``python -m tools.run_notebooks`` (papermill),
 and everything it starts, then checks the report, the skip lines, that no cell stored an
 error, and that the outputs nbval compares (cells tagged ``nbval-check-output``) are the
 stored ones: the same on both paths. About 7 s here.
@@ -76,7 +76,7 @@ def test_notebook_13_runs_and_skips_cleanly_without_the_capabilities(tmp_path):
     skip_line = f"skipped: {reason} (run as root on Linux to see it)"
 
     out, reports = tmp_path / "out", tmp_path / "reports"
-    runner = [sys.executable, "tools/run_notebooks.py", str(NOTEBOOK), "--timeout", "240"]
+    runner = [sys.executable, "-m", "tools.run_notebooks", str(NOTEBOOK), "--timeout", "240"]
     runner += ["--output-dir", str(out), "--report-dir", str(reports)]
     done = subprocess.run(
         dropping(runner), capture_output=True, text=True, timeout=300, cwd=ROOT, env=_env()

@@ -16,14 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
-import execute_in_place
 import nbformat
-import nbtools
 import psutil
 import pytest
-import run_notebooks
 
 from tests.conftest import ROOT
+from tools import execute_in_place, nbtools, run_notebooks
 
 # The first cell of a notebook starts ~6 s after the runner starts it on 2 idle cores (~8 s
 # with both cores busy): importing papermill alone takes ~2.5 s. The notebook must start its
@@ -100,6 +98,7 @@ def slow_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNamespa
         "open('child.pid', 'w').write(str(child.pid))",
         "import time\ntime.sleep(600)",
     )
+    # As a file, from another folder (the bootstrap; names relative to the current directory).
     cmd = [sys.executable, str(ROOT / "tools" / "run_notebooks.py"), "nbs/slow.ipynb"]
     cmd += ["--timeout", str(SLOW_TIMEOUT_S), "--report-dir", "reports", "--output-dir", "out"]
     proc = subprocess.Popen(cmd, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -145,7 +145,7 @@ def test_nbval_comment_pattern_matches_what_nbval_reads():
 
 def test_navigation_and_contents_are_up_to_date():
     proc = subprocess.run(
-        [sys.executable, "tools/contents.py", "--check"],
+        [sys.executable, "-m", "tools.contents", "--check"],
         cwd=ROOT,
         capture_output=True,
         text=True,

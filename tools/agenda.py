@@ -1,13 +1,13 @@
 """Write the workshop agenda of INSTRUCTORS.md from a run report (``make run`` writes it).
 
 The agenda lists every tutorial and lab in course order with the time its headless run took
-(``build/report.json``, from ``python tools/run_notebooks.py``) and a suggested slot for the
+(``build/report.json``, from ``python -m tools.run_notebooks``) and a suggested slot for the
 room: reading and discussion take longer than execution. It goes between the markers
 ``<!-- agenda:start -->`` and ``<!-- agenda:end -->``.
 
-    python tools/agenda.py                       # from build/report.json
-    python tools/agenda.py --report other.json
-    python tools/agenda.py --check               # exit 1 if the agenda lacks a notebook or lab
+    python -m tools.agenda                       # from build/report.json
+    python -m tools.agenda --report other.json
+    python -m tools.agenda --check               # exit 1 if the agenda lacks a notebook or lab
 """
 
 from __future__ import annotations
@@ -18,7 +18,12 @@ import re
 import sys
 from pathlib import Path
 
-from nbtools import REPO_ROOT
+# Run as a file (`python tools/agenda.py`), not as `python -m tools.agenda`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import REPO_ROOT
 
 GUIDE = REPO_ROOT / "INSTRUCTORS.md"
 START, END = "<!-- agenda:start -->", "<!-- agenda:end -->"
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         absent = missing(text)
         for name in absent:
-            print(f"INSTRUCTORS.md agenda lacks {name}: run make run, then python tools/agenda.py")
+            print(f"INSTRUCTORS.md agenda lacks {name}: run make run, then python -m tools.agenda")
         return 1 if absent else 0
     if not args.report.exists():
         raise SystemExit(f"{args.report} not found: run `make run` first (it writes the report)")

@@ -9,9 +9,9 @@ contributor's laptop is checked too. Combinations the README says are *not* supp
 Mac, Python 3.10 and 3.14) are resolved too and must fail: each row of the table says why it is
 not supported, with the README's words, so a claim that stops being true shows up here.
 
-    python tools/check_platforms.py                          # the whole table on stdout
-    python tools/check_platforms.py --jobs 4                 # resolver runs at once (default 8)
-    python tools/check_platforms.py --platform macos-arm64   # one platform only
+    python -m tools.check_platforms                          # the whole table on stdout
+    python -m tools.check_platforms --jobs 4                 # resolver runs at once (default 8)
+    python -m tools.check_platforms --platform macos-arm64   # one platform only
 
 Exit status: 0 when every supported row resolves and every unsupported row fails to resolve;
 1 otherwise (including a resolver that could not reach the package index); 2 when uv is missing.
@@ -31,8 +31,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from nbtools import REPO_ROOT as ROOT
 from packaging.specifiers import SpecifierSet
+
+# Run as a file (`python tools/check_platforms.py`), not as `python -m tools.check_platforms`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import REPO_ROOT as ROOT
 
 # The README's reasons, word for word (tests/test_check_platforms.py checks README.md has them).
 INTEL_MAC = "TensorFlow has no macOS x86-64 (Intel Mac) wheel after 2.16, and the course needs 2.21"

@@ -1,7 +1,7 @@
 """Generate the contents table (README) and the prev | contents | next line of each notebook.
 
 Titles come from each notebook's first heading (``# NN · Title``), so renaming a notebook
-or adding one needs only ``python tools/contents.py``. The generated parts sit between
+or adding one needs only ``python -m tools.contents``. The generated parts sit between
 marker comments, so running it again changes nothing (idempotent); ``--check`` exits 1
 when something is out of date (the structure tests use it).
 
@@ -25,7 +25,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 import nbformat
-from nbtools import REPO_ROOT
+
+# Run as a file (`python tools/contents.py`), not as `python -m tools.contents`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import REPO_ROOT
 
 NAV_MARK = "<!--navigation-->"
 START, END = "<!-- contents:start -->", "<!-- contents:end -->"
@@ -300,7 +306,7 @@ def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
                     shutil.copytree(root / sub, copy / sub)
             stale = _update_all(copy)
         for name in stale:
-            print(f"stale: {name} (run: python tools/contents.py)")
+            print(f"stale: {name} (run: python -m tools.contents)")
     else:
         for name in _update_all(root):
             print(f"updated {name}")

@@ -1,7 +1,7 @@
 """Draw the course's diagrams into ``images/``, reproducibly.
 
-    python tools/draw_images.py            # (re)draw every diagram into images/
-    python tools/draw_images.py --check    # redraw into a temporary folder and compare
+    python -m tools.draw_images            # (re)draw every diagram into images/
+    python -m tools.draw_images --check    # redraw into a temporary folder and compare
 
 Every picture a notebook shows that is not computed by the notebook itself is drawn here
 with matplotlib, from code, so that it can be regenerated and reviewed like code. The
@@ -30,9 +30,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
-from nbtools import REPO_ROOT as ROOT  # noqa: E402  (also puts src/ on the path if needed)
 
-from dtf import masking  # noqa: E402
+# Run as a file (`python tools/draw_images.py`), not as `python -m tools.draw_images`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import REPO_ROOT as ROOT  # noqa: E402  (puts src/ on the path if needed)
+
+# isort: split
+from dtf import masking  # noqa: E402  (after tools.nbtools, which can make it importable)
 
 IMAGES = ROOT / "images"
 DPI = 100
@@ -532,7 +539,7 @@ def compare(expected_dir: Path, drawn_dir: Path) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="draw_images.py", description="Draw the course's diagrams into images/."
+        prog="python -m tools.draw_images", description="Draw the course's diagrams into images/."
     )
     parser.add_argument(
         "--check",
@@ -555,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problems:
         for problem in problems:
             print(f"images out of date: {problem}", file=sys.stderr)
-        print("fix: python tools/draw_images.py, then commit images/", file=sys.stderr)
+        print("fix: python -m tools.draw_images, then commit images/", file=sys.stderr)
         return 1
     print(f"{len(DIAGRAMS)} images up to date")
     return 0

@@ -1,8 +1,8 @@
 """Re-execute tutorial notebooks in place so their stored outputs are fresh (``make outputs``).
 
-Usage::
+Usage (from the repository root; ``python tools/execute_in_place.py`` works too)::
 
-    python tools/execute_in_place.py [PATH ...] [--timeout S]
+    python -m tools.execute_in_place [PATH ...] [--timeout S]
 
 Notebooks run one after the other, in order (default: ``notebooks/*.ipynb`` sorted), each
 top to bottom in a fresh ``python3`` kernel with default parameters and the notebook's folder
@@ -26,8 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import nbtools
-from nbtools import UsageError, display_path, error_line, say, say_start
+# Run as a file (`python tools/execute_in_place.py`), not as `python -m tools.execute_in_place`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools import nbtools
+from tools.nbtools import UsageError, display_path, error_line, say, say_start
 
 DEFAULT_GLOBS = ("notebooks/*.ipynb",)
 KERNEL = "python3"
@@ -129,7 +134,7 @@ def _replace(path: Path, nb: Any) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="execute_in_place.py",
+        prog="python -m tools.execute_in_place",
         description="Re-execute notebooks in place, in order, with default parameters.",
     )
     parser.add_argument("paths", nargs="*", help="notebooks or folders (default: notebooks/)")

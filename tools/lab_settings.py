@@ -11,9 +11,9 @@ JupyterLab reads ``overrides.json`` from its application settings folder,
 - Markdown files open rendered, so ``jupyter lab README.md`` shows the course's README as
   its landing page.
 
-    python tools/lab_settings.py                 # into this Python's prefix (the venv)
-    python tools/lab_settings.py --prefix DIR    # into DIR/share/jupyter/lab/settings
-    python tools/lab_settings.py --check         # exit 1 if the installed file differs
+    python -m tools.lab_settings                 # into this Python's prefix (the venv)
+    python -m tools.lab_settings --prefix DIR    # into DIR/share/jupyter/lab/settings
+    python -m tools.lab_settings --check         # exit 1 if the installed file differs
 
 Settings already in an ``overrides.json`` there are kept unless the course sets them too.
 """
@@ -25,7 +25,12 @@ import json
 import sys
 from pathlib import Path
 
-from nbtools import REPO_ROOT
+# Run as a file (`python tools/lab_settings.py`), not as `python -m tools.lab_settings`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import REPO_ROOT
 
 OVERRIDES = REPO_ROOT / "tools" / "jupyterlab_overrides.json"
 

@@ -2,8 +2,8 @@
 
 Usage::
 
-    python tools/make_labs.py [SOLUTION ...]          # write labs/<same name>
-    python tools/make_labs.py --check [SOLUTION ...]  # exit 1 and name the stale labs
+    python -m tools.make_labs [SOLUTION ...]          # write labs/<same name>
+    python -m tools.make_labs --check [SOLUTION ...]  # exit 1 and name the stale labs
 
 The solution notebook is the source of truth; the student lab is derived from it and never
 edited by hand. What the generator does to each solution:
@@ -61,7 +61,13 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
-from nbtools import REPO_ROOT
+
+# Run as a file (`python tools/make_labs.py`), not as `python -m tools.make_labs`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.nbtools import REPO_ROOT
 
 SOLUTIONS_DIR = REPO_ROOT / "labs" / "solutions"
 LABS_DIR = REPO_ROOT / "labs"
@@ -354,7 +360,7 @@ def _solutions_from_args(paths: Sequence[str]) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="make_labs.py", description=__doc__.splitlines()[0] if __doc__ else None
+        prog="python -m tools.make_labs", description=__doc__.splitlines()[0] if __doc__ else None
     )
     parser.add_argument("solutions", nargs="*", help="solution notebooks (default: all)")
     parser.add_argument(
@@ -366,7 +372,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.check:
             stale = stale_labs(solutions)
             for problem in stale:
-                print(f"stale: {problem} (run: python tools/make_labs.py)")
+                print(f"stale: {problem} (run: python -m tools.make_labs)")
             if not stale:
                 print("labs are up to date")
             return 1 if stale else 0

@@ -1,8 +1,8 @@
 """Run the course notebooks headless with papermill and write a run report (``make run``).
 
-Usage::
+Usage (from the repository root; ``python tools/run_notebooks.py`` works too, from anywhere)::
 
-    python tools/run_notebooks.py [PATH ...] [-p NAME VALUE ...] [-k PATTERN]
+    python -m tools.run_notebooks [PATH ...] [-p NAME VALUE ...] [-k PATTERN]
         [--timeout S] [--cell-timeout S] [--output-dir DIR] [--report-dir DIR] [--kernel NAME]
 
 Each notebook runs in its own child process and process group (on Linux, macOS and Windows),
@@ -37,9 +37,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import nbtools
 import psutil
-from nbtools import REPO_ROOT, UsageError, display_path, first_line, say, say_start
+
+# Run as a file (`python tools/run_notebooks.py`), not as `python -m tools.run_notebooks`:
+# put the repository root first on the import path, so that `tools` below is this package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools import nbtools
+from tools.nbtools import REPO_ROOT, UsageError, display_path, first_line, say, say_start
 
 DEFAULT_GLOBS = ("notebooks/*.ipynb", "labs/solutions/*.ipynb")
 WORKER_FLAG = "--_worker"  # internal: run one notebook in this (child) process
@@ -537,7 +543,7 @@ def _positive(text: str) -> float:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="run_notebooks.py",
+        prog="python -m tools.run_notebooks",
         description="Run notebooks headless with papermill and write build/report.{md,html,json}.",
     )
     parser.add_argument(
