@@ -16,13 +16,13 @@ checks need (lab 04 stops its cluster there), which therefore runs after the re-
 from __future__ import annotations
 
 import copy
-import os
 import re
 from pathlib import Path
 
 import nbformat
 
 from tests.conftest import ROOT
+from tools import nbrun
 
 SOLUTIONS_DIR = ROOT / "labs" / "solutions"
 LABS_DIR = ROOT / "labs"
@@ -48,30 +48,16 @@ def _is_rerun(cell) -> bool:
     return RERUN_TAG in cell.metadata.get("tags", [])
 
 
-def inject_parameters(nb, parameters: dict) -> None:
-    """Put ``NAME = value`` lines right after the cell tagged ``parameters``, as papermill
-    does (a cell tagged ``injected-parameters``); a notebook without one gets nothing."""
-    if not parameters:
-        return
-    where = [i for i, c in enumerate(nb.cells) if "parameters" in c.metadata.get("tags", [])]
-    assert where, "the notebook has no cell tagged 'parameters' to override"
-    cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
-    cell.metadata["tags"] = ["injected-parameters"]
-    nb.cells.insert(where[0] + 1, cell)
-
-
 def execute(path: Path, parameters: dict | None = None):
     """Run ``path`` top to bottom in a fresh kernel (its folder as working directory), as
     JupyterLab's Run All would, then run each check cell once more in the same kernel
     (before the first cell tagged ``teardown``, if any). ``parameters`` override the
-    notebook's parameters cell, as ``papermill -p`` would.
+    notebook's parameters cell, as ``papermill -p`` would. The course's runner does it
+    (:func:`tools.nbrun.execute`: no metrics file, leftover processes stopped).
 
     Returns ``(nb, reruns)``: the executed notebook as it was, and a list of
     ``(check cell, its second run)`` pairs."""
-    from nbclient import NotebookClient
-
     nb = nbformat.read(path, as_version=4)
-    inject_parameters(nb, parameters or {})
     checks = [c for c in nb.cells if c.cell_type == "code" and CHECK_CELL.search(c.source)]
     teardown = [i for i, c in enumerate(nb.cells) if TEARDOWN_TAG in c.metadata.get("tags", [])]
     where = teardown[0] if teardown else len(nb.cells)
@@ -79,15 +65,7 @@ def execute(path: Path, parameters: dict | None = None):
         again = nbformat.v4.new_code_cell(cell.source)
         again.metadata["tags"] = [RERUN_TAG]
         nb.cells.insert(where + offset, again)
-    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
-    env.pop("DTF_METRICS_FILE", None)
-    client = NotebookClient(
-        nb,
-        timeout=CELL_TIMEOUT_S,
-        kernel_name="python3",
-        resources={"metadata": {"path": str(path.parent)}},
-    )
-    client.execute(env=env)
+    nb = nbrun.execute(path, nb=nb, parameters=parameters, timeout=CELL_TIMEOUT_S).nb
     reruns = list(zip(checks, [c for c in nb.cells if _is_rerun(c)], strict=True))
     lab = copy.deepcopy(nb)
     lab.cells = [c for c in lab.cells if not _is_rerun(c)]

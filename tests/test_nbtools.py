@@ -184,7 +184,7 @@ try:
 except ImportError:
     pass
 sys.path.insert(0, {str(ROOT)!r})  # as `python -m` from the root (the path was cleared above)
-from tools import run_notebooks, make_labs, contents, execute_in_place
+from tools import run_notebooks, make_labs, contents, execute_in_place, nbrun
 import dtf
 assert Path(dtf.__file__).resolve().parent == src / "dtf", dtf.__file__
 assert sys.path.count(str(src)) == 1, sys.path

@@ -5,7 +5,7 @@ Its hosts are Linux network namespaces, which need root (precisely ``CAP_SYS_ADM
 needs namespaces prints one ``skipped: ...`` line instead, and no cell raises. The stored
 outputs and nbval's run in the test suite cover the path with root (where the tests run as
 root); this test covers the other one. As root it drops the two capabilities with
-``setpriv`` (or ``capsh``) for the course's runner, ``python -m tools.run_notebooks`` (papermill),
+``setpriv`` (or ``capsh``) for the course's runner, ``python -m tools.run_notebooks``,
 and everything it starts, then checks the report, the skip lines, that no cell stored an
 error, and that the outputs nbval compares (cells tagged ``nbval-check-output``) are the
 stored ones: the same on both paths. About 7 s here.

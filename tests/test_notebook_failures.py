@@ -1,10 +1,11 @@
 """A cluster notebook that fails half way leaves no TensorFlow server process behind.
 
-Notebook 07 is run with papermill (not through ``tools/run_notebooks.py``, which would also
-clean up after it) with a parameter that makes a cell fail after its cluster has started. Every
-process it starts inherits a token in its environment; once papermill has given up, none of
-them may be left: the kernel's exit stops the ``LocalCluster`` (an ``atexit`` hook), and the
-servers also exit by themselves when their parent goes (their standard input closes).
+Notebook 07 is run by the course's runner without its clean-up (``tools.nbrun.execute`` with
+``cleanup=False``; ``make run`` would stop leftovers itself) with a parameter that makes a cell
+fail after its cluster has started. Every process it starts inherits a token in its
+environment; once the runner has given up, none of them may be left: the kernel's exit stops
+the ``LocalCluster`` (an ``atexit`` hook), and the servers also exit by themselves when their
+parent goes (their standard input closes).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import psutil
 import pytest
 
 from tests.conftest import ROOT
+from tools import nbrun
 
 TOKEN_ENV = "DTF_FAILURE_TEST_TOKEN"
 
@@ -34,9 +36,6 @@ def tagged(token: str) -> list[psutil.Process]:
 
 @pytest.mark.slow
 def test_a_cluster_notebook_that_fails_half_way_leaves_no_server(tmp_path, monkeypatch):
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
     token = uuid.uuid4().hex
     monkeypatch.setenv(TOKEN_ENV, token)
     monkeypatch.delenv("PYTEST_CURRENT_TEST", raising=False)
@@ -53,15 +52,13 @@ def test_a_cluster_notebook_that_fails_half_way_leaves_no_server(tmp_path, monke
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    with pytest.raises(PapermillExecutionError) as failure:
-        papermill.execute_notebook(
-            str(ROOT / "notebooks" / "07_remote_servers.ipynb"),
-            str(tmp_path / "07.ipynb"),
+    with pytest.raises(nbrun.NotebookError) as failure:
+        nbrun.execute(
+            ROOT / "notebooks" / "07_remote_servers.ipynb",
             parameters={"ERROR_WITHIN_S": 1e-7},  # no dead worker is reported that fast
-            kernel_name="python3",
-            progress_bar=False,
-            cwd=str(ROOT / "notebooks"),
-            execution_timeout=120,
+            output_path=tmp_path / "07.ipynb",
+            timeout=120,
+            cleanup=False,  # the notebook must clean up after itself
         )
     done.set()
     sampler.join(timeout=10)

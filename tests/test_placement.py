@@ -170,10 +170,10 @@ CELLS = [
 
 @pytest.mark.slow
 def test_same_rows_in_a_jupyter_kernel_and_under_nbval(tmp_path):
-    """Executed like JupyterLab/papermill do (nbclient, descriptor 1 forwarded), then
-    re-executed by nbval (a kernel under pytest, descriptor 1 not forwarded): the
-    placement tables must be identical."""
-    from nbclient import NotebookClient
+    """Executed like JupyterLab does, by the course's runner (tools.nbrun: no
+    PYTEST_CURRENT_TEST, descriptor 1 forwarded), then re-executed by nbval (a kernel under
+    pytest, descriptor 1 not forwarded): the placement tables must be identical."""
+    from tools import nbrun
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell(src) for src in CELLS]
@@ -182,11 +182,11 @@ def test_same_rows_in_a_jupyter_kernel_and_under_nbval(tmp_path):
         "display_name": "Python 3",
         "language": "python",
     }
-    NotebookClient(nb, timeout=180, kernel_name="python3").execute()
+    path = tmp_path / "placement.ipynb"
+    nbrun.execute(path, nb=nb, timeout=180)
     tables = [c.outputs[-1]["text"] for c in nb.cells[2:4]]
     assert "MatMul" in tables[0] and "CPU:1" in tables[0]
     assert "Mul" in tables[1] and "AddV2" in tables[1]
-    path = tmp_path / "placement.ipynb"
     nbformat.write(nb, path)
     env = {k: v for k, v in __import__("os").environ.items() if k != "PYTEST_CURRENT_TEST"}
     env.update(QUIET_ENV)

@@ -1,8 +1,8 @@
 """Tests for the headless notebook tools (tools/run_notebooks.py, tools/execute_in_place.py).
 
 The notebooks are tiny and built on the fly (no TensorFlow); each execution still costs a
-kernel start (a few seconds, most of it importing papermill/nbformat), so several notebooks
-share one runner invocation through module-scoped fixtures.
+kernel start (a worker process, nbformat/nbclient imports, the kernel: about 2 s), so several
+notebooks share one runner invocation through module-scoped fixtures.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pytest
 from tests.conftest import ROOT
 from tools import execute_in_place, nbtools, run_notebooks
 
-# The first cell of a notebook starts ~6 s after the runner starts it on 2 idle cores (~8 s
-# with both cores busy): importing papermill alone takes ~2.5 s. The notebook must start its
-# subprocess before the limit hits, so a 3 s limit would test nothing.
+# The first cell of a notebook starts ~2 s after the runner starts it on 2 idle cores (it was
+# ~6 s when the runner imported papermill), later with both cores busy. The notebook must
+# start its subprocess before the limit hits, so a 3 s limit would test nothing.
 SLOW_TIMEOUT_S = 15
 
 # Starts `sleep 600` detached from the kernel (sh exits at once, sleep is re-parented to
@@ -213,7 +213,7 @@ def test_reports_use_relative_paths(batch: SimpleNamespace) -> None:
 def test_executed_copies_and_progress(batch: SimpleNamespace) -> None:
     executed = nbformat.read(batch.out / "b_params.ipynb", as_version=4)
     assert executed.metadata["papermill"]["parameters"] == BATCH_PARAMETERS
-    assert (batch.out / "c_fail.ipynb").exists()  # papermill saves the failing notebook
+    assert (batch.out / "c_fail.ipynb").exists()  # the runner saves the failing notebook
     assert not (batch.out / "a_metrics-checkpoint.ipynb").exists()
 
 

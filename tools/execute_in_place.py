@@ -6,10 +6,11 @@ Usage (from the repository root; ``python tools/execute_in_place.py`` works too)
 
 Notebooks run one after the other, in order (default: ``notebooks/*.ipynb`` sorted), each
 top to bottom in a fresh ``python3`` kernel with default parameters and the notebook's folder
-as working directory. Outputs and execution counts are cleared first and volatile metadata
-(cell timings, papermill and widget state) removed afterwards, so that re-running on
-unchanged code gives a minimal diff. A notebook is replaced only after it ran without error;
-the first failure stops the run with exit status 1 and leaves that file untouched.
+as working directory, by the course's one runner (:func:`tools.nbrun.execute`). Outputs and
+execution counts are cleared first and volatile metadata (cell timings, papermill and widget
+state) removed afterwards, so that re-running on unchanged code gives a minimal diff. A
+notebook is replaced only after it ran without error; the first failure stops the run with
+exit status 1 and leaves that file untouched.
 
 Exit status: 0 all executed, 1 a notebook failed, 2 usage error.
 """
@@ -18,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,8 +30,8 @@ from typing import Any
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools import nbtools
-from tools.nbtools import UsageError, display_path, error_line, say, say_start
+from tools import nbrun, nbtools
+from tools.nbtools import UsageError, display_path, say, say_start
 
 DEFAULT_GLOBS = ("notebooks/*.ipynb",)
 KERNEL = "python3"
@@ -56,15 +55,6 @@ def discover(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     return nbtools.discover(paths, DEFAULT_GLOBS)
 
 
-def clear_outputs(nb: Any) -> None:
-    """Drop outputs and execution counts so nothing from an earlier run survives."""
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []
-            cell.execution_count = None
-    strip_volatile(nb)
-
-
 def strip_volatile(nb: Any) -> None:
     """Remove metadata that differs between runs (timings, papermill, widget state)."""
     for key in VOLATILE_NB_KEYS:
@@ -78,58 +68,17 @@ def execute_notebook(path: Path, *, timeout: float = 300, name: str | None = Non
     """Execute ``path`` in a fresh kernel and replace the file; returns the code cells run.
 
     Raises :class:`NotebookFailed` (file untouched) if execution fails. Processes the
-    notebook left running are stopped and reported on stderr.
+    notebook left running are stopped and reported on stderr (by the runner).
     """
-    import nbformat
-    from nbclient import NotebookClient
-    from nbclient.exceptions import CellExecutionError
-
     name = name or display_path(path)
-    nb = nbformat.read(path, as_version=4)
-    clear_outputs(nb)
-    current: dict[str, int | None] = {"index": None}
-
-    def on_cell_execute(cell: Any, cell_index: int) -> None:
-        current["index"] = cell_index
-
-    client = NotebookClient(
-        nb,
-        timeout=timeout,
-        kernel_name=KERNEL,
-        resources={"metadata": {"path": str(path.parent)}},
-        record_timing=False,
-        on_cell_execute=on_cell_execute,
-    )
-    token = nbtools.new_run_token()
-    # The metrics file is unset: stored outputs should be what a student sees in JupyterLab.
-    env = nbtools.child_env(token, metrics_file=None)
     try:
-        client.execute(env=env)
-    except CellExecutionError as exc:
-        raise NotebookFailed(name, current["index"], f"{exc.ename}: {exc.evalue}") from exc
-    except Exception as exc:  # cell timeout, dead kernel, kernel failed to start
-        raise NotebookFailed(name, current["index"], error_line(exc)) from exc
-    finally:
-        for leftover in nbtools.kill_leftovers(token):
-            say(f"  warning: stopped leftover processes: {leftover}", err=True)
-    strip_volatile(nb)
-    _replace(path, nb)
-    return client.code_cells_executed
-
-
-def _replace(path: Path, nb: Any) -> None:
-    """Write ``nb`` next to ``path`` and rename it over, so a crash never leaves half a file."""
-    import nbformat
-
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            nbformat.write(nb, fh)
-        shutil.copymode(path, tmp)  # mkstemp creates 0600 files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        # No metrics file: stored outputs should be what a student sees in JupyterLab.
+        run = nbrun.execute(path, timeout=timeout, kernel=KERNEL, record_timing=False)
+    except nbrun.NotebookError as exc:
+        raise NotebookFailed(name, exc.cell_index, exc.message) from exc
+    strip_volatile(run.nb)
+    nbrun.save(run.nb, path)  # written beside the file and renamed over it
+    return run.code_cells
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,6 +1,7 @@
-"""Shared helpers for the notebook tools (``run_notebooks.py``, ``execute_in_place.py``).
+"""Shared helpers of the notebook tools: the runner (``nbrun``), ``run_notebooks`` and
+``execute_in_place``; the other tools take :data:`REPO_ROOT` from here.
 
-Both tools find notebooks the same way, print the same kind of progress lines and must clean
+The tools find notebooks the same way, print the same kind of progress lines and must clean
 up every process a notebook started. That last part needs care: ``jupyter_client`` starts each
 kernel in a *new session* (``start_new_session=True``), so killing the process group of our
 own child does not reach the kernel, and a subprocess the notebook started is re-parented to

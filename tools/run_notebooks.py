@@ -1,4 +1,4 @@
-"""Run the course notebooks headless with papermill and write a run report (``make run``).
+"""Run the course notebooks headless and write a run report (``make run``).
 
 Usage (from the repository root; ``python tools/run_notebooks.py`` works too, from anywhere)::
 
@@ -6,8 +6,9 @@ Usage (from the repository root; ``python tools/run_notebooks.py`` works too, fr
         [--timeout S] [--cell-timeout S] [--output-dir DIR] [--report-dir DIR] [--kernel NAME]
 
 Each notebook runs in its own child process and process group (on Linux, macOS and Windows),
-with its folder as the working directory (as in JupyterLab), a fresh ``DTF_METRICS_FILE`` and
-a wall-clock limit. Everything the notebook started is stopped afterwards. The report
+executed there by the course's one runner (:func:`tools.nbrun.execute`), with its folder as
+the working directory (as in JupyterLab), a fresh ``DTF_METRICS_FILE`` and a wall-clock
+limit. Everything the notebook started is stopped afterwards. The report
 (``report.md``, ``report.html``, ``report.json`` in ``--report-dir``) lists status, wall time,
 peak memory of the whole process tree, the metrics the notebook recorded with
 ``dtf.metrics.record`` and the first error.
@@ -24,8 +25,6 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import keyword
-import math
 import os
 import re
 import subprocess
@@ -44,7 +43,7 @@ import psutil
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools import nbtools
+from tools import nbrun, nbtools
 from tools.nbtools import REPO_ROOT, UsageError, display_path, first_line, say, say_start
 
 DEFAULT_GLOBS = ("notebooks/*.ipynb", "labs/solutions/*.ipynb")
@@ -104,25 +103,13 @@ def parse_parameter(name: str, text: str) -> bool | int | float | str | None:
 
     The value is written into the notebook's injected parameters cell and its metadata
     (JSON), so it must be a valid name, a finite number (``inf``/``nan``, e.g. ``1e400``,
-    have no literal) or text that can be saved as UTF-8.
+    have no literal) or text that can be saved as UTF-8 (:func:`tools.nbrun.parameter_line`).
     """
-    if not name.isidentifier():
-        raise UsageError(f"-p {name}: the parameter name is not a Python identifier")
-    if keyword.iskeyword(name):
-        raise UsageError(f"-p {name}: the parameter name is a Python keyword")
     value = parse_value(text)
-    if isinstance(value, float) and not math.isfinite(value):
-        raise UsageError(
-            f"-p {name} {first_line(text, 40)}: reads as {value}, not a finite number, and "
-            "cannot be written into a notebook's parameters cell; give a finite number"
-        )
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise UsageError(
-                f"-p {name}: the value is not valid UTF-8 text and cannot be saved in a notebook"
-            ) from None
+    try:
+        nbrun.parameter_line(name, value)
+    except ValueError as exc:
+        raise UsageError(f"-p {name}: {exc}") from None
     return value
 
 
@@ -206,32 +193,30 @@ class TreeSampler:
 
 
 def _worker(spec_json: str) -> int:
-    """Execute one notebook with papermill; runs in the child process started by run_one.
+    """Execute one notebook (:func:`tools.nbrun.execute`); runs in the child started by run_one.
 
-    On failure the error (name, message, cell) goes to ``spec["error_file"]`` as JSON, which
-    is more reliable than parsing tracebacks out of stderr.
+    The parent stops what the notebook left running (``cleanup=False`` here). On failure the
+    error (name, message, cell) goes to ``spec["error_file"]`` as JSON, which is more reliable
+    than parsing tracebacks out of stderr.
     """
     spec = json.loads(spec_json)
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
-    params = spec["parameters"]  # JSON keeps bool, int, float, str and None as they were
     error: dict[str, Any]
     try:
-        papermill.execute_notebook(
+        nbrun.execute(
             spec["input"],
-            spec["output"],
-            parameters=params,
-            kernel_name=spec["kernel"],
-            progress_bar=False,
-            log_output=False,
+            parameters=spec["parameters"],  # JSON keeps bool, int, float, str and None
             cwd=spec["cwd"],
-            execution_timeout=spec["cell_timeout"],
+            output_path=spec["output"],
+            token=spec["token"],
+            metrics_file=spec["metrics"],
+            timeout=spec["cell_timeout"],
+            kernel=spec["kernel"],
+            cleanup=False,
         )
         return 0
-    except PapermillExecutionError as exc:
+    except nbrun.NotebookError as exc:  # a cell failed or timed out, the kernel died
         error = {"ename": exc.ename, "evalue": exc.evalue, "exec_count": exc.exec_count}
-    except Exception as exc:  # kernel died, cell timeout, bad notebook file, ...
+    except Exception as exc:  # a notebook file that cannot be read, ...
         error = {"ename": type(exc).__name__, "evalue": str(exc), "exec_count": None}
     Path(spec["error_file"]).write_text(json.dumps(error), encoding="utf-8")
     print(f"{error['ename']}: {error['evalue']}", file=sys.stderr, flush=True)
@@ -250,7 +235,7 @@ def _load_json(path: Path) -> dict[str, Any] | None:
 
 
 def _error_from_notebook(path: Path) -> dict[str, Any] | None:
-    """The first error output of an executed notebook (papermill saves it before raising)."""
+    """The first error output of an executed notebook (the runner saves it before raising)."""
     nb = _load_json(path) or {}
     for cell in nb.get("cells", []):
         for output in cell.get("outputs", []):
@@ -260,16 +245,6 @@ def _error_from_notebook(path: Path) -> dict[str, Any] | None:
                     "evalue": output.get("evalue", ""),
                     "exec_count": cell.get("execution_count"),
                 }
-    return None
-
-
-def _running_cell(path: Path) -> str | None:
-    """Which cell was running when a notebook was killed (papermill marks it in metadata)."""
-    cells = (_load_json(path) or {}).get("cells", [])
-    for index, cell in enumerate(cells):
-        if cell.get("metadata", {}).get("papermill", {}).get("status") == "running":
-            count = cell.get("execution_count")
-            return f"In [{count}]" if count else f"cell {index + 1} of {len(cells)}"
     return None
 
 
@@ -348,15 +323,17 @@ def run_one(
         "parameters": params,
         "kernel": kernel,
         "cwd": str(path.parent),
+        "token": token,
+        "metrics": str(metrics_path.resolve()),
         "cell_timeout": cell_timeout if cell_timeout is not None else timeout,
         "error_file": str(error_file.resolve()),
     }
-    cmd = [sys.executable, str(Path(__file__).resolve()), WORKER_FLAG, json.dumps(spec)]
+    cmd = [sys.executable, "-m", "tools.run_notebooks", WORKER_FLAG, json.dumps(spec)]
     start = time.monotonic()
     with open(log_path, "wb") as log:
         child = subprocess.Popen(
             cmd,
-            cwd=path.parent,
+            cwd=REPO_ROOT,  # where `-m tools.run_notebooks` is found; the kernel gets "cwd"
             env=nbtools.child_env(token, metrics_path),
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -400,7 +377,7 @@ def run_one(
     )
     if timed_out:
         result.status = "timeout"
-        running = _running_cell(output_path) if output_path.exists() else None
+        running = nbrun.running_cell(_load_json(output_path) or {})
         where = f" while {running} was running" if running else ""
         result.error = f"timed out after {timeout:g} s{where}"
     elif child.returncode != 0:
@@ -544,7 +521,7 @@ def _positive(text: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m tools.run_notebooks",
-        description="Run notebooks headless with papermill and write build/report.{md,html,json}.",
+        description="Run notebooks headless and write build/report.{md,html,json}.",
     )
     parser.add_argument(
         "paths",
@@ -558,7 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar=("NAME", "VALUE"),
-        help="papermill parameter (repeatable); VALUE becomes True/False/None, an integer or a "
+        help="notebook parameter (repeatable); VALUE becomes True/False/None, an integer or a "
         "float where it reads as one (as with papermill -p), else a string; inf and nan are "
         "refused",
     )
