@@ -498,6 +498,49 @@ def test_a_frozen_task_is_named_when_asked_with_a_timeout(cluster):
     assert not answers(f"127.0.0.1:{free_ports(1)[0]}", timeout=0.5)  # nobody there
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not POSIX, reason="SIGSTOP")
+def test_a_frozen_server_gets_sigkill_after_the_stop_grace_and_is_gone():
+    """A server frozen by SIGSTOP acts neither on its closed stdin nor on SIGTERM: stop()
+    waits ``stop_grace`` seconds, then sends SIGKILL, and the process is gone (reaped).
+
+    stop() runs in a thread with a deadline: a stop() that never kills the server would block
+    for good (closing the pipe its reader thread reads), where pytest-timeout cannot end it."""
+    grace = 1.0
+    cluster = LocalCluster({"worker": 1}, start_method="spawn", stop_grace=grace).start()
+    pid, ports = cluster.pid("worker/0"), cluster.ports
+    process = psutil.Process(pid)
+    stopper = threading.Thread(target=cluster.stop, daemon=True)
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 5  # the signal is delivered asynchronously
+        while process.status() != psutil.STATUS_STOPPED:
+            assert time.monotonic() < deadline, "SIGSTOP did not stop the server within 5 s"
+            time.sleep(0.001)
+        began = time.monotonic()
+        stopper.start()
+        stopper.join(grace + 10)
+        took = time.monotonic() - began
+        left = _pid_running(pid)  # a stopped process runs; a zombie does not
+    finally:
+        if _pid_running(pid):  # a broken stop(), or a failure before it: leave nothing behind
+            process.kill()
+        if stopper.ident is None:
+            cluster.stop()
+        stopper.join(GONE_WITHIN_S + 5)
+        if psutil.pid_exists(pid):
+            try:
+                process.wait(GONE_WITHIN_S)  # reap it
+            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+                pass
+    assert not left, f"the frozen server (pid {pid}) survived stop() ({took:.1f} s)"
+    assert not stopper.is_alive() and not cluster.running
+    assert grace <= took < grace + 3.0, f"stop() took {took:.2f} s with stop_grace={grace}"
+    assert "worker/0" in repr(cluster) and "was killed by signal SIGKILL" in repr(cluster)
+    assert not psutil.pid_exists(pid)  # reaped, not a zombie
+    assert_gone([pid], ports)
+
+
 def _ready_time(spec, method, ending=None) -> tuple[float, float | None]:
     """Start a cluster, leave the ``with`` block (normally or by raising ``ending``) and check
     that nothing is left; returns (ready seconds, TensorFlow import seconds)."""

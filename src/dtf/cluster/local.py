@@ -764,13 +764,21 @@ class LocalCluster:
                     processes.append(state.process)
                 except psutil.NoSuchProcess:
                     pass
-        _, alive = psutil.wait_procs(processes, timeout=self.stop_grace)
+        # psutil reaps the servers that are this process's children, so their Popen sees
+        # no exit status any more: keep the one psutil got (negative: the signal).
+        codes: dict[int, int] = {}
+
+        def note(process: psutil.Process) -> None:
+            if getattr(process, "returncode", None) is not None:
+                codes[process.pid] = process.returncode
+
+        _, alive = psutil.wait_procs(processes, timeout=self.stop_grace, callback=note)
         for process in alive:
             try:
                 process.kill()
             except psutil.NoSuchProcess:
                 pass
-        psutil.wait_procs(alive, timeout=_EXIT_WAIT_S)
+        psutil.wait_procs(alive, timeout=_EXIT_WAIT_S, callback=note)
         deadline = time.monotonic() + _EXIT_WAIT_S
         with self._cond:
             for state in states:
@@ -779,6 +787,8 @@ class LocalCluster:
                         state.popen.wait(max(0.0, deadline - time.monotonic()))
                     except subprocess.TimeoutExpired:
                         pass
+                    if state.returncode is None and state.pid in codes:
+                        state.returncode = codes[state.pid]
                     self._poll_locked()
                 elif self._launcher is not None and self._launcher.poll() is None:
                     while state.returncode is None and time.monotonic() < deadline:
