@@ -44,7 +44,7 @@ from dtf.cluster import (
 )
 from dtf.cluster import env as cluster_env
 from dtf.cluster import local as cluster_local
-from dtf.cluster.spec import parse_task, select_tasks, split_address
+from dtf.cluster.spec import MAX_COUNT, parse_task, select_tasks, split_address
 from dtf.server import DELAY_ENV, parse_ready_line, ready_line
 
 from .conftest import QUIET_ENV, ROOT
@@ -157,6 +157,16 @@ def test_every_spec_mistake_is_one_clear_config_error(spec, message):
         load(spec)
     assert isinstance(info.value, ValueError)
     assert "\n" not in str(info.value)
+
+
+def test_a_job_of_max_count_tasks_is_accepted_and_one_more_is_refused():
+    assert load({"worker": MAX_COUNT}) == {"worker": [None] * MAX_COUNT}
+    assert load({"worker": 1, "ps": MAX_COUNT})["ps"] == [None] * MAX_COUNT
+    with pytest.raises(
+        ClusterConfigError,
+        match=rf"asks for {MAX_COUNT + 1} tasks on this machine; at most {MAX_COUNT} are allowed",
+    ):
+        load({"worker": MAX_COUNT + 1})
 
 
 def _escape(text: str) -> str:
