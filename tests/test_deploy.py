@@ -115,6 +115,32 @@ def test_tfjob_of_a_ps_cluster_validates():
     }
 
 
+# The values of a TFJob's spec.runPolicy.cleanPodPolicy and what the training operator v1 does
+# with the pods once the job has ended, succeeded or failed (kubeflow/training-operator,
+# pkg/apis/kubeflow.org/v1 common_types.go and tensorflow_defaults.go). The SDK's
+# KubeflowOrgV1RunPolicy types the field as a free string, so its model cannot check it.
+CLEAN_POD_POLICIES = {
+    "All": "delete every pod, the finished ones and their logs too",
+    "Running": "delete the pods still running (the parameter servers, which never exit by "
+    "themselves); keep the finished ones and their logs",
+    "None": "delete nothing (what the operator assumes when the field is absent): the "
+    "parameter servers keep running, holding their nodes",
+}
+
+
+def test_a_finished_tfjob_deletes_only_its_still_running_pods():
+    from kubeflow.training.models import KubeflowOrgV1RunPolicy, KubeflowOrgV1TFJobSpec
+
+    assert KubeflowOrgV1TFJobSpec.attribute_map["run_policy"] == "runPolicy"
+    assert KubeflowOrgV1RunPolicy.attribute_map["clean_pod_policy"] == "cleanPodPolicy"
+    for spec in (PS_SPEC, {"worker": 2}, POST):
+        manifest = deploy.tfjob(spec, exclude="host" if spec is POST else None)
+        deploy.validate(manifest)
+        # exactly this, no more: every other run policy keeps the operator's default
+        assert manifest["spec"]["runPolicy"] == {"cleanPodPolicy": "Running"}
+    assert manifest["spec"]["runPolicy"]["cleanPodPolicy"] in CLEAN_POD_POLICIES
+
+
 def test_gpus_per_pod_and_the_gpu_image():
     manifests = [deploy.tfjob({"worker": 2}, gpus=2), *deploy.indexed_jobs({"worker": 2}, gpus=2)]
     for manifest in manifests:
