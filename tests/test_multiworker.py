@@ -228,7 +228,15 @@ def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(lau
         step, weights = again.weights("restored", task)
         assert step == saved[0] == 4 and max_diff(weights, saved[1]) == 0.0
         first = next(e for e in results[task].events if e["event"] == "step")
-        assert first["step"] == 5  # the batches of steps 1-4 were skipped, not trained again
+        assert first["step"] == 5
+    # The batches of steps 1-4 were skipped, not trained on again: the resumed run ends with
+    # the weights of a run of the same config (steps, seed, batch) that nobody killed.
+    resumed = again.weights("final", 0)
+    whole = launcher.run(TrainConfig(**{**ckpt, "checkpoint_dir": str(tmp_path / "whole")}), 2)
+    assert [r.returncode for r in whole.wait(timeout=RUN_S).values()] == [0, 0]
+    uninterrupted = whole.weights("final", 0)
+    assert resumed[0] == uninterrupted[0] == 8
+    assert max_diff(resumed[1], uninterrupted[1]) <= 1e-6, max_diff(resumed[1], uninterrupted[1])
 
 
 @pytest.mark.slow
