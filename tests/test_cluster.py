@@ -451,7 +451,7 @@ def test_tf1_and_tf2_clients_keras_and_a_frozen_worker(cluster, client):
     error, seconds = out["frozen"]
     print(f"\nfrozen ps/0: {error} after {seconds:.1f} s")
     assert error.startswith("UnavailableError") and seconds < 10
-    cluster.check()  # SIGCONT: it runs again
+    cluster.check(timeout=5)  # SIGCONT: it runs, and answers, again
 
 
 def test_a_task_that_dies_is_named_and_can_restart(cluster):

@@ -131,7 +131,8 @@ def keras_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture
 def no_download(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reading a complete cache must never fall back to Keras (or import it)."""
+    """Reading a complete cache must never fall back to Keras: the fallback, the only code
+    of dtf.data that imports Keras, fails the test."""
 
     def fail(name, paths):
         raise AssertionError(f"unexpected Keras fallback for {name}")

@@ -199,6 +199,10 @@ TFJOB_BREAKS = {
         "not a replica type",
     ),
     "no tensorflow container": (lambda m: _container(m).update(name="tf"), "no container named"),
+    "no container at all": (
+        lambda m: m["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"].update(containers=[]),
+        "Worker: no container",
+    ),
     "no image": (lambda m: _container(m).update(image=""), "without an image"),
     "chief and master": (
         lambda m: m["spec"]["tfReplicaSpecs"].update(

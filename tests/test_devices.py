@@ -118,6 +118,24 @@ class FakeTF:
         self.log_placement = enabled
 
 
+def _exposed(namespace, prefix: str):
+    for name, value in vars(namespace).items():
+        if isinstance(value, _Namespace):
+            yield from _exposed(value, f"{prefix}{name}.")
+        else:
+            yield f"{prefix}{name}"
+
+
+def test_the_stand_in_exposes_exactly_its_api():
+    """Every tf-like attribute path of the stand-in is in FakeTF.API, which
+    test_setup_makes_exactly_n_devices checks against the real TensorFlow."""
+    fake = FakeTF(gpus=1)
+    top = {name: v for name, v in vars(fake).items() if isinstance(v, _Namespace)}
+    assert set(top) == {"config", "debugging"}
+    exposed = [path for name, v in top.items() for path in _exposed(v, f"{name}.")]
+    assert sorted(exposed) == sorted(FakeTF.API)
+
+
 def configure(tf: FakeTF, n: int, **kwargs) -> devices.DeviceSetup:
     args = {"kind": "auto", "gpu_memory_mb": 1024, "log_placement": False, **kwargs}
     return devices._configure(tf, devices.Request(n, **args))

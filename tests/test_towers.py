@@ -269,7 +269,7 @@ def test_tower_step_equals_single_device_step(result):
 def test_tower_step_places_work_on_every_device(result):
     assert result["matmul_devices"] == ["CPU:0", "CPU:1", "CPU:2"]
     assert result["addn_devices"] == ["CPU:0"]  # gradients averaged on the parameter device
-    assert result["update_devices"] == ["CPU:0"]  # and applied there, once
+    assert result["update_devices"] == ["CPU:0"]  # and applied there
     assert result["spread_vars"] == ["CPU:0", "CPU:0", "CPU:1", "CPU:1"]
 
 
