@@ -266,7 +266,11 @@ def test_grpc_options_for_servers_and_clients(monkeypatch):
     env = cluster_env.server_env()
     assert "TF_CONFIG" not in env
     assert all(f"{k}={v}" in env[GRPC_ENV] for k, v in GRPC_OPTIONS.items())
-    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT / "src")
+    # The servers import the dtf this process imported: the checkout's src/ when the package
+    # is installed from it, another one's when an editable install points elsewhere.
+    import dtf
+
+    assert env["PYTHONPATH"].split(os.pathsep)[0] == str(Path(dtf.__file__).resolve().parents[1])
     assert env["TF_CPP_MIN_LOG_LEVEL"] and env["TF_ENABLE_ONEDNN_OPTS"]
 
 
