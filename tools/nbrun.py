@@ -13,16 +13,18 @@ Callers of :func:`execute`:
 nbval is not a caller and stays as it is: a pytest plugin that executes the tutorials as test
 items (``--nbval-lax``; ``notebooks/`` is a test path) in a kernel of its own.
 
-Underneath is nbclient, as under papermill. papermill's semantics that the course relies on are
-kept here: ``parameters`` go into a new cell tagged ``injected-parameters`` right after the cell
-tagged ``parameters`` (replacing an injected cell already there; at the top, with a warning,
-where no cell is tagged ``parameters``) and into the notebook's metadata
-(``papermill.parameters``); each cell records its ``papermill.status`` (``running``, then
-``completed`` or ``failed``); and with ``output_path`` the executed notebook is saved as it
-goes (when each code cell starts, and at the end, also after a failure), so that a run killed
-half way shows which cell was running (:func:`running_cell`). papermill itself is not used: it
-starts the kernel with the calling process's environment only (this runner gives each run its
-own), and it adds banner cells to a notebook that failed.
+papermill parameterizes, nbclient (papermill's own engine) executes. ``parameters`` go in with
+papermill's ``parameterize_notebook``: a new cell tagged ``injected-parameters`` right after
+the cell tagged ``parameters`` (replacing an injected cell already there; at the top, with a
+warning, where no cell is tagged ``parameters``), and the notebook's metadata
+(``papermill.parameters``). The cells then run in an ``nbclient.NotebookClient``, as under
+``papermill.execute_notebook``, with papermill's bookkeeping kept: each cell records its
+``papermill.status`` (``running``, then ``completed`` or ``failed``), and with ``output_path``
+the executed notebook is saved as it goes (when each code cell starts, and at the end, also
+after a failure), so that a run killed half way shows which cell was running
+(:func:`running_cell`). ``papermill.execute_notebook`` itself is not called: it starts the
+kernel with the calling process's environment only (this runner gives each run its own), and
+it adds banner cells to a notebook that failed.
 
 Each run: outputs and execution counts cleared first; the notebook's folder as working
 directory (as in JupyterLab); the environment of :func:`tools.nbtools.child_env` (a run token
@@ -135,30 +137,31 @@ def _first_tagged(nb: Any, tag: str) -> int | None:
 
 
 def inject_parameters(nb: Any, parameters: Mapping[str, Any]) -> None:
-    """Set ``parameters`` in ``nb`` as ``papermill -p`` does (see the module's docstring).
+    """Set ``parameters`` in ``nb`` with papermill's own ``parameterize_notebook`` (what
+    ``papermill -p`` does; see the module's docstring), in place.
 
     Nothing happens without parameters. Raises ValueError for one :func:`parameter_line`
     refuses, before ``nb`` is changed.
     """
     if not parameters:
         return
-    import nbformat
+    from papermill.parameterize import parameterize_notebook
 
-    lines = [parameter_line(name, value) for name, value in parameters.items()]
-    cell = nbformat.v4.new_code_cell("# Parameters\n" + "\n".join(lines) + "\n")
-    cell.metadata["tags"] = [INJECTED_TAG]
-    injected, declared = _first_tagged(nb, INJECTED_TAG), _first_tagged(nb, PARAMETERS_TAG)
-    if injected is not None:
-        nb.cells[injected] = cell
-    elif declared is not None:
-        nb.cells.insert(declared + 1, cell)
-    else:
+    for name, value in parameters.items():
+        parameter_line(name, value)  # refuse what papermill would write but not read back
+    if _first_tagged(nb, INJECTED_TAG) is None and _first_tagged(nb, PARAMETERS_TAG) is None:
         warnings.warn(
             f"no cell is tagged {PARAMETERS_TAG!r}: the parameters are set in a first cell",
             stacklevel=2,
         )
-        nb.cells.insert(0, cell)
-    nb.metadata.setdefault("papermill", {})["parameters"] = dict(parameters)
+    nb.metadata.setdefault("papermill", {})
+    untagged = [c for c in nb.cells if "tags" not in c.metadata]
+    for cell in untagged:  # papermill reads every cell's tags, as its own runs set them
+        cell.metadata["tags"] = []
+    done = parameterize_notebook(nb, dict(parameters), kernel_name="python3", language="python")
+    nb.cells = done.cells  # papermill returns the notebook; keep the caller's object
+    for cell in untagged:
+        del cell.metadata["tags"]
 
 
 # --------------------------------------------------------------------------- executed notebooks
