@@ -1,0 +1,24 @@
+"""``--dist loadgroup`` really groups: make test and make check depend on it.
+
+tests/conftest.py gives every test an xdist group (a notebook's nbval cells share one, a
+module's tests share one, each notebook run in tests/test_notebook_runs.py has its own), and
+pytest-xdist keeps a group on one worker by appending ``@group`` to the node id that the
+worker reports. pytest 9.2 ignores that change (pytest-dev/pytest-xdist#1386): the tests then
+run ungrouped, nbval's cells of one notebook land on different workers and fail with
+``NameError``s. This test fails first, with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def test_this_test_carries_its_module_s_group(request: pytest.FixtureRequest) -> None:
+    if "PYTEST_XDIST_WORKER" not in os.environ or not request.config.getvalue("loadgroup"):
+        pytest.skip("runs under pytest-xdist with --dist loadgroup (make test, make check)")
+    assert request.node.nodeid.endswith("@tests/test_xdist_groups.py"), (
+        f"{request.node.nodeid}: --dist loadgroup did not group this test; is pytest newer "
+        "than requirements-dev.txt pins (pytest-dev/pytest-xdist#1386)?"
+    )
