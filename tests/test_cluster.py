@@ -40,14 +40,16 @@ from dtf.cluster import (
     is_local_host,
     load,
     port_in_use,
+    strategy_jobs,
     tf_config,
 )
 from dtf.cluster import env as cluster_env
 from dtf.cluster import local as cluster_local
-from dtf.cluster.spec import MAX_COUNT, parse_task, select_tasks, split_address
+from dtf.cluster.spec import MAX_COUNT, all_tasks, parse_task, select_tasks, split_address
 from dtf.server import DELAY_ENV, parse_ready_line, ready_line
 
 from .conftest import QUIET_ENV, ROOT
+from .tf_validation import DISALLOWED, tensorflow_verdicts
 
 POSIX = os.name == "posix"
 pytestmark = pytest.mark.timeout(240)
@@ -238,6 +240,39 @@ def test_tf_config_is_the_json_that_tensorflow_reads():
     }
 
 
+def test_tf_config_leaves_out_jobs_no_strategy_accepts():
+    jobs = {"host": ["127.0.0.1:1"], "worker": ["127.0.0.1:2", "127.0.0.1:3"]}
+    assert json.loads(tf_config(jobs, Task("worker", 0)))["cluster"] == {"worker": jobs["worker"]}
+    with pytest.raises(ClusterConfigError, match=r"host/0 has no TF_CONFIG.*job_name='host'"):
+        tf_config(jobs, Task("host", 0))
+
+
+def _strategy_tf_configs() -> dict[str, str]:
+    """Every strategy TF_CONFIG of the course's cluster files and of a chief/worker/ps spec."""
+    specs = {path.name: load(path) for path in sorted((ROOT / "clusters").glob("*.json"))}
+    ports = iter(range(2222, 2300))
+    layout = {"chief": 1, "worker": 3, "ps": 2, "evaluator": 1}
+    specs["ps"] = {job: [f"127.0.0.1:{next(ports)}" for _ in range(n)] for job, n in layout.items()}
+    return {
+        f"{name} {task}": tf_config(jobs, task)
+        for name, jobs in specs.items()
+        for task in all_tasks(strategy_jobs(jobs))
+    }
+
+
+@pytest.mark.slow
+def test_every_strategy_tf_config_passes_tensorflow_s_own_validation():
+    configs = _strategy_tf_configs()
+    assert "host_two_workers.json worker/1" in configs and "ps chief/0" in configs
+    with_host = json.loads(configs["host_two_workers.json worker/1"])
+    with_host["cluster"] = load(ROOT / "clusters" / "host_two_workers.json")
+    configs["the whole spec, host included"] = json.dumps(with_host)
+    verdicts = tensorflow_verdicts(configs)
+    refused = verdicts.pop("the whole spec, host included")
+    assert refused is not None and refused.startswith(DISALLOWED)  # the check can fail
+    assert verdicts == dict.fromkeys(verdicts), verdicts
+
+
 def test_local_hosts_and_ports():
     assert is_local_host("127.0.0.1") and is_local_host("localhost") and is_local_host("::1")
     assert is_local_host("127.0.0.2") and is_local_host(socket.gethostname())
@@ -348,10 +383,14 @@ with graph.as_default():
     with tf.compat.v1.Session(request["target"], graph=graph, config=config) as session:
         out["tf1"] = session.run(c).tolist()
 
-# TF_CONFIG as the cluster wrote it.
+# TF_CONFIG as the cluster wrote it, checked as the strategies check it.
+from tensorflow.python.distribute import multi_worker_util
 os.environ["TF_CONFIG"] = request["tf_config"]
 resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
 out["resolver"] = [resolver.cluster_spec().as_dict(), resolver.task_type, resolver.task_id]
+multi_worker_util._validate_cluster_spec(
+    resolver.cluster_spec(), resolver.task_type, resolver.task_id
+)
 
 # TF2: connect (for good) as the host task, then place eager ops and a Keras layer on worker/1.
 tf.config.experimental_connect_to_cluster(tf.train.ClusterSpec(jobs), job_name="host")
@@ -420,7 +459,12 @@ def test_the_cluster_exposes_what_clients_need(cluster):
     assert all(a.startswith("127.0.0.1:") for addresses in jobs.values() for a in addresses)
     assert cluster.target("worker/1") == "grpc://" + jobs["worker"][1]
     assert cluster.targets["ps/0"] == "grpc://" + jobs["ps"][0]
-    assert json.loads(cluster.tf_config("worker/2"))["task"] == {"type": "worker", "index": 2}
+    assert json.loads(cluster.tf_config("worker/2")) == {
+        "cluster": {"worker": jobs["worker"], "ps": jobs["ps"]},  # the servers keep host
+        "task": {"type": "worker", "index": 2},
+    }
+    with pytest.raises(ClusterConfigError, match="host/0 has no TF_CONFIG"):
+        cluster.tf_config("host/0")
     assert all(port_in_use(p) for p in cluster.ports)
     assert len(set(cluster.pids.values())) == 4 and cluster.launcher_pid
     assert cluster.import_s is not None and cluster.startup_s >= cluster.import_s
@@ -435,7 +479,7 @@ def test_tf1_and_tf2_clients_keras_and_a_frozen_worker(cluster, client):
     request = {
         "jobs": cluster.as_dict(),
         "target": cluster.target("worker/0"),
-        "tf_config": cluster.tf_config("host/0"),
+        "tf_config": cluster.tf_config("worker/1"),  # a strategy's: no host
         "stop_pid": cluster.pid("ps/0"),
     }
     try:
@@ -449,7 +493,7 @@ def test_tf1_and_tf2_clients_keras_and_a_frozen_worker(cluster, client):
     out = json.loads(lines[-1][len("RESULT ") :])
     product = [[22.0, 28.0], [49.0, 64.0]]  # 2x3 . 3x2, the matmul of the Parallel Processing notes
     assert out["tf1"] == product
-    assert out["resolver"] == [cluster.as_dict(), "host", 0]
+    assert out["resolver"] == [strategy_jobs(cluster.as_dict()), "worker", 1]
     assert out["tf2"] == [product, "/job:worker/replica:0/task:1/device:CPU:0"]
     assert out["keras"] == [[[3.0, 3.0]], "/job:worker/replica:0/task:1/device:CPU:0"]
     error, seconds = out["frozen"]

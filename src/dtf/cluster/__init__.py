@@ -114,6 +114,7 @@ from dtf.cluster.spec import (
     is_local_host,
     load,
     port_in_use,
+    strategy_jobs,
     tf_config,
 )
 
@@ -139,5 +140,6 @@ __all__ = [
     "is_local_host",
     "load",
     "port_in_use",
+    "strategy_jobs",
     "tf_config",
 ]

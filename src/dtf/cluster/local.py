@@ -368,7 +368,9 @@ class LocalCluster:
         return {str(t): self.target(t) for t in self.tasks}
 
     def tf_config(self, task) -> str:
-        """The ``TF_CONFIG`` JSON of ``task`` in this cluster."""
+        """The strategy ``TF_CONFIG`` JSON of ``task`` in this cluster: the chief, worker, ps
+        and evaluator jobs only (see :func:`dtf.cluster.spec.tf_config`; the servers keep the
+        whole spec, :attr:`spec`, ``host`` included)."""
         return tf_config(self.as_dict(), self.task(task))
 
     def pid(self, task) -> int | None:

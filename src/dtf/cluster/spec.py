@@ -48,6 +48,9 @@ from dtf._util import whole_number
 JOB_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 #: Jobs that TensorFlow's distribution strategies allow at most one task of.
 SINGLE_TASK_JOBS = ("chief", "evaluator")
+#: The jobs a ``tf.distribute`` strategy accepts in a cluster spec, in TensorFlow's words
+#: (``multi_worker_util._validate_cluster_spec``); a strategy's ``TF_CONFIG`` holds no other.
+STRATEGY_JOBS = ("chief", "worker", "ps", "evaluator")
 #: The one job every spec must have.
 REQUIRED_JOB = "worker"
 #: Most tasks a count may ask for: each idle TensorFlow server takes ~0.75 GB of memory.
@@ -353,11 +356,37 @@ def select_tasks(items, jobs: Mapping[str, list]) -> set[Task]:
     return chosen
 
 
+def strategy_jobs(jobs: Mapping[str, list]) -> dict[str, list]:
+    """The jobs of ``jobs`` that a ``tf.distribute`` strategy accepts (:data:`STRATEGY_JOBS`),
+    in their order; any other job, such as the post's client job ``host``, is left out."""
+    return {job: list(addresses) for job, addresses in jobs.items() if job in STRATEGY_JOBS}
+
+
 def tf_config(jobs: Mapping[str, list[str]], task: Task) -> str:
-    """The ``TF_CONFIG`` JSON of ``task``: ``{"cluster": {...}, "task": {"type", "index"}}``."""
+    """The ``TF_CONFIG`` JSON of ``task`` for a ``tf.distribute`` strategy:
+    ``{"cluster": {...}, "task": {"type", "index"}}``.
+
+    The cluster holds only the jobs of :data:`STRATEGY_JOBS`, because the strategies that read
+    ``TF_CONFIG`` (``MultiWorkerMirroredStrategy``, ``ParameterServerStrategy``) validate the
+    cluster spec and refuse any other job: ``ValueError: Disallowed task type found in
+    cluster spec. Allowed types are ('chief', 'worker', 'evaluator', 'ps', None) ...``
+    (``multi_worker_util._validate_cluster_spec``). A client job such as the post's ``host``
+    belongs only in the ``tf.train.ClusterSpec`` of plain ``tf.distribute.Server`` processes
+    (:class:`~dtf.cluster.LocalCluster`, ``python -m dtf.server``), which keep the whole
+    spec. A ``task`` of such a job has no strategy ``TF_CONFIG``: :class:`ClusterConfigError`.
+    """
+    if task.job not in STRATEGY_JOBS:
+        raise ClusterConfigError(
+            f"{task} has no TF_CONFIG: a tf.distribute strategy accepts only the jobs "
+            f"{', '.join(STRATEGY_JOBS)} (TensorFlow: 'Disallowed task type found in cluster "
+            f"spec'). A client job such as {task.job!r} plays its task with a plain server "
+            "or tf.config.experimental_connect_to_cluster(cluster_spec, "
+            f"job_name={task.job!r}); ask for the TF_CONFIG of a strategy task (e.g. "
+            "'worker/0')."
+        )
     return json.dumps(
         {
-            "cluster": {j: list(a) for j, a in jobs.items()},
+            "cluster": strategy_jobs(jobs),
             "task": {"type": task.job, "index": task.index},
         }
     )
