@@ -25,6 +25,7 @@ from dtf.cluster import ClusterConfigError, answers, free_ports
 from dtf.cluster.spec import Task, tf_config
 
 from .conftest import QUIET_ENV, ROOT
+from .tf_validation import DISALLOWED, tensorflow_verdicts
 
 pytestmark = pytest.mark.timeout(240)
 READY_WITHIN_S = 90.0
@@ -52,9 +53,39 @@ def test_host_commands_name_every_task_and_skip_the_client():
 def test_tf_configs_are_the_cluster_module_s():
     configs = deploy.tf_configs(POST)
     jobs = json.loads(POST.read_text())
-    assert set(configs) == {"host/0", "worker/0", "worker/1"}
+    assert set(configs) == {"worker/0", "worker/1"}  # host is no strategy's job
     assert configs["worker/1"] == tf_config(jobs, Task("worker", 1))
-    assert json.loads(configs["host/0"])["task"] == {"type": "host", "index": 0}
+    assert json.loads(configs["worker/0"])["cluster"] == {"worker": jobs["worker"]}
+
+
+def _pod_tf_configs(what: str, spec, exclude=None) -> dict[str, str]:
+    """The TF_CONFIG of every pod of the Indexed Jobs of ``spec``, as each pod composes it."""
+    configs = {}
+    for job in deploy.indexed_jobs(spec, exclude=exclude)[1:]:
+        env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        for index in range(job["spec"]["completions"]):
+            value = deploy.expand_tf_config(env["TF_CONFIG"]["value"], index)
+            configs[f"{what} pod {job['metadata']['name']}-{index}"] = json.dumps(value)
+    return configs
+
+
+@pytest.mark.slow
+def test_every_generated_tf_config_passes_tensorflow_s_own_validation():
+    machines = {
+        job: [f"{job}{i}.example:2222" for i in range(n)]
+        for job, n in {**PS_SPEC, "evaluator": 1}.items()
+    }
+    configs = {f"file {t}": c for t, c in deploy.tf_configs(POST).items()}
+    configs |= {f"machines {t}": c for t, c in deploy.tf_configs(machines).items()}
+    configs |= _pod_tf_configs("ps", PS_SPEC) | _pod_tf_configs("file", POST, exclude="host")
+    assert len(configs) == 2 + 7 + 6 + 2
+    configs["host kept"] = json.dumps(
+        {**json.loads(configs["file worker/0"]), "cluster": json.loads(POST.read_text())}
+    )
+    verdicts = tensorflow_verdicts(configs)
+    refused = verdicts.pop("host kept")
+    assert refused is not None and refused.startswith(DISALLOWED)  # the check can fail
+    assert verdicts == dict.fromkeys(verdicts), verdicts
 
 
 def test_counts_have_no_hosts_to_name():
@@ -265,14 +296,19 @@ def test_indexed_jobs_validate_and_compose_each_pod_s_tf_config():
             assert cluster[job_name][index] == f"{host}.mnist:2222"
 
 
-def test_indexed_jobs_keep_tensorflow_job_names_and_refuse_clashes():
-    manifests = deploy.indexed_jobs({"worker": 1, "my_job": 1}, name="x")
-    assert [m["metadata"]["name"] for m in manifests] == ["x", "x-worker", "x-my-job"]
-    env = manifests[2]["spec"]["template"]["spec"]["containers"][0]["env"]
-    config = deploy.expand_tf_config(env[1]["value"], 0)
-    assert config["task"] == {"type": "my_job", "index": 0}
+def test_indexed_jobs_refuse_jobs_no_strategy_accepts_and_clashes():
+    # Every pod's TF_CONFIG is a strategy's: a job TensorFlow's strategies refuse is refused.
+    with pytest.raises(ClusterConfigError, match="job 'host' cannot be an Indexed Job"):
+        deploy.indexed_jobs(POST)
+    with pytest.raises(ClusterConfigError, match="'my_job'.*exclude='my_job'"):
+        deploy.indexed_jobs({"worker": 1, "my_job": 1}, name="x")
+    manifests = deploy.indexed_jobs(POST, exclude="host", name="x")
+    assert [m["metadata"]["name"] for m in manifests] == ["x", "x-worker"]
+    assert deploy.pod_dns_names({"worker": 1, "my_job": 1}, name="x")["my_job"] == [
+        "x-my-job-0.x:2222"
+    ]
     with pytest.raises(ClusterConfigError, match="both become the Kubernetes name 'x-worker'"):
-        deploy.indexed_jobs({"worker": 1, "Worker": 1}, name="x")
+        deploy.pod_dns_names({"worker": 1, "Worker": 1}, name="x")
 
 
 @pytest.mark.parametrize("name", ["", "Mnist", "1mnist", "mnist-", "a_b", "x" * 41])
@@ -350,7 +386,6 @@ def test_cli_writes_every_file_and_checks_the_manifests(tmp_path, capsys):
         "hosts.txt",
         "kubernetes/indexed-jobs.yaml",
         "kubernetes/tfjob.yaml",
-        "tf_config/host-0.json",
         "tf_config/worker-0.json",
         "tf_config/worker-1.json",
     ]
@@ -365,7 +400,13 @@ def test_cli_writes_every_file_and_checks_the_manifests(tmp_path, capsys):
 
 def test_cli_says_what_it_could_not_write(tmp_path, capsys):
     assert deploy.main([str(POST), "--out", str(tmp_path)]) == 0
-    assert "not written: kubernetes/tfjob.yaml: job 'host'" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "not written: kubernetes/tfjob.yaml: job 'host'" in printed
+    assert "not written: kubernetes/indexed-jobs.yaml: job 'host'" in printed
+    assert sorted(p.name for p in (tmp_path / "tf_config").iterdir()) == [
+        "worker-0.json",
+        "worker-1.json",
+    ]
     counts = tmp_path / "counts.json"
     counts.write_text('{"worker": 2, "ps": 1}')
     assert deploy.main([str(counts), "--out", str(tmp_path / "c")]) == 0
@@ -373,9 +414,10 @@ def test_cli_says_what_it_could_not_write(tmp_path, capsys):
     assert "not written: hosts.txt and tf_config/" in printed
     assert (tmp_path / "c" / "kubernetes" / "tfjob.yaml").is_file()
     assert json.loads((tmp_path / "c" / "cluster.json").read_text()) == {"worker": 2, "ps": 1}
-    # The same folder again, from the post's file: no TFJob, and no file left from before.
+    # The same folder again, from the post's file: no manifest, and no file left from before.
     assert deploy.main([str(POST), "--out", str(tmp_path / "c")]) == 0
     assert not (tmp_path / "c" / "kubernetes" / "tfjob.yaml").exists()
+    assert not (tmp_path / "c" / "kubernetes" / "indexed-jobs.yaml").exists()
 
 
 @pytest.mark.parametrize(

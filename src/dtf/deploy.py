@@ -7,7 +7,8 @@ every deployment. From it this module writes, into one folder (``--out``, defaul
 
     cluster.json              the checked spec: copy it to every machine
     hosts.txt                 per machine, the command that starts its task (python -m dtf.server)
-    tf_config/worker-1.json   the TF_CONFIG of each task, for tf.distribute strategies
+    tf_config/worker-1.json   the TF_CONFIG of each chief, worker, ps and evaluator task, for
+                              tf.distribute strategies (which refuse other jobs, e.g. host)
     kubernetes/tfjob.yaml     a TFJob for the Kubeflow training operator v1
     kubernetes/indexed-jobs.yaml   the same cluster with no operator: a headless Service and
                               one Indexed Job per job of the spec
@@ -59,11 +60,13 @@ from pathlib import Path
 
 from dtf.cluster import env as cluster_env
 from dtf.cluster.spec import (
+    STRATEGY_JOBS,
     ClusterConfigError,
     all_tasks,
     load,
     select_tasks,
     split_address,
+    strategy_jobs,
     tf_config,
 )
 
@@ -162,9 +165,13 @@ def host_commands(spec, config_name: str = "cluster.json", exclude=None) -> list
 
 
 def tf_configs(spec) -> dict[str, str]:
-    """The ``TF_CONFIG`` JSON of every task, by task name (``"worker/1"``)."""
+    """The strategy ``TF_CONFIG`` JSON of every task of a chief, worker, ps or evaluator job,
+    by task name (``"worker/1"``). Other jobs, such as the post's client job ``host``, are
+    left out, of the keys and of every ``"cluster"``: the ``tf.distribute`` strategies refuse
+    them ("Disallowed task type found in cluster spec", see :func:`dtf.cluster.spec.tf_config`).
+    Plain servers keep the whole spec (:func:`host_commands`, ``cluster.json``)."""
     jobs = _with_addresses(load(spec), "TF_CONFIG files")
-    return {str(task): tf_config(jobs, task) for task in all_tasks(jobs)}
+    return {str(task): tf_config(jobs, task) for task in all_tasks(strategy_jobs(jobs))}
 
 
 # --------------------------------------------------------------------------- Kubernetes
@@ -327,9 +334,24 @@ def indexed_jobs(
     exclude=None,
     gpus: int = 0,
 ) -> list[dict]:
-    """The operator-free form: a headless ``Service`` and one Indexed ``Job`` per job."""
+    """The operator-free form: a headless ``Service`` and one Indexed ``Job`` per job.
+
+    Every pod's ``TF_CONFIG`` is a strategy's (a ``--command`` training script reads it), so
+    the spec may hold only chief, worker, ps and evaluator jobs, as a ``TFJob``'s: any other
+    job, such as the post's client job ``host``, is a :class:`ClusterConfigError` (leave it
+    out with ``exclude``). The strategies refuse it ("Disallowed task type found in cluster
+    spec", see :func:`dtf.cluster.spec.tf_config`)."""
     name, port = check_name(name), _port(port)
     cluster = pod_dns_names(spec, name, port, exclude)
+    other = [job for job in cluster if job not in strategy_jobs(cluster)]
+    if other:
+        raise ClusterConfigError(
+            f"job {other[0]!r} cannot be an Indexed Job: each pod's TF_CONFIG is read by "
+            f"tf.distribute strategies, which accept only the jobs {', '.join(STRATEGY_JOBS)} "
+            "(TensorFlow: 'Disallowed task type found in cluster spec'). Leave the job out "
+            f"(exclude='{other[0]}', --exclude on the command line) if it is the client, or "
+            "rename it (e.g. 'chief')."
+        )
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -583,15 +605,21 @@ def write(
         manifests["kubernetes/tfjob.yaml"] = [tfjob(spec, exclude=exclude, **k8s_args)]
     except ClusterConfigError as exc:
         skipped.append(f"kubernetes/tfjob.yaml: {exc}")
-    manifests["kubernetes/indexed-jobs.yaml"] = indexed_jobs(spec, exclude=exclude, **k8s_args)
+    try:
+        manifests["kubernetes/indexed-jobs.yaml"] = indexed_jobs(spec, exclude=exclude, **k8s_args)
+    except ClusterConfigError as exc:
+        skipped.append(f"kubernetes/indexed-jobs.yaml: {exc}")
     if check:
         for documents in manifests.values():
             for manifest in documents:
                 validate(manifest)
     # Files of an earlier run that this run does not write again would mislead: remove them.
-    for stale in [out / "hosts.txt", out / "kubernetes" / "tfjob.yaml"] + sorted(
-        (out / "tf_config").glob("*.json")
-    ):
+    kubernetes = out / "kubernetes"
+    for stale in [
+        out / "hosts.txt",
+        kubernetes / "tfjob.yaml",
+        kubernetes / "indexed-jobs.yaml",
+    ] + sorted((out / "tf_config").glob("*.json")):
         stale.unlink(missing_ok=True)
     counted = {job: a if None not in a else len(a) for job, a in jobs.items()}
     put("cluster.json", json.dumps(counted, indent=2) + "\n")
