@@ -1,9 +1,10 @@
 """Tests of dtf.checks.lab07: right, wrong and missing answers for every task.
 
 Lab 07 needs no TensorFlow: every checker compares text and dicts with what dtf.deploy and
-dtf.cluster.spec compute, so the cases run in this process. Each wrong answer is the right
-one with one realistic mistake (mutation-style), and its test names the hint the learner
-gets. Every test stands alone.
+dtf.cluster.spec compute, so the cases run in this process. The one exception, Task 1 giving
+a cluster that keeps ``host`` to TensorFlow's own validation, runs in a fresh interpreter.
+Each wrong answer is the right one with one realistic mistake (mutation-style), and its test
+names the hint the learner gets. Every test stands alone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from dtf import checks, deploy
 from dtf.checks import lab07
 from dtf.cluster.spec import load
-from tests.conftest import ROOT, stub
+from tests.conftest import ROOT, last_json, run_script, stub
 
 POST = load(ROOT / "clusters" / "host_two_workers.json")
 NAME, PORT = "dtf-cluster", 2222
@@ -86,7 +87,16 @@ def test_the_checkers_import_no_tensorflow() -> None:
 # --------------------------------------------------------------------------- task 1
 
 
+def _strategy_jobs(cluster):
+    return {j: a for j, a in cluster.items() if j in ("chief", "worker", "ps", "evaluator")}
+
+
 def tf_config_for(cluster, job, index):
+    return json.dumps({"cluster": _strategy_jobs(cluster), "task": {"type": job, "index": index}})
+
+
+def whole_cluster(cluster, job, index):
+    """The mistake TensorFlow refuses: the client job ``host`` kept in the cluster."""
     return json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
 
 
@@ -94,7 +104,8 @@ def test_task1_right() -> None:
     first = lab07.task1(tf_config_for, POST)
     assert first.correct and first.message == (
         "Task 1: correct. 6 tasks of 3 clusters give the TF_CONFIG of dtf.cluster.spec.tf_config:"
-        " the whole cluster, the task's job and its index, a number."
+        " the cluster's chief, worker, ps and evaluator jobs, the task's job and its index,"
+        " a number."
     )
     assert lab07.task1(tf_config_for, POST).message == first.message  # again: the same
 
@@ -102,9 +113,14 @@ def test_task1_right() -> None:
 @pytest.mark.parametrize(
     "answer",
     [
-        lambda c, j, i: json.dumps({"task": {"index": i, "type": j}, "cluster": c}, indent=2),
         lambda c, j, i: json.dumps(
-            {"cluster": {k: tuple(v) for k, v in c.items()}, "task": {"type": j, "index": i}}
+            {"task": {"index": i, "type": j}, "cluster": _strategy_jobs(c)}, indent=2
+        ),
+        lambda c, j, i: json.dumps(
+            {
+                "cluster": {k: tuple(v) for k, v in _strategy_jobs(c).items()},
+                "task": {"type": j, "index": i},
+            }
         ),
     ],
     ids=["other-order-indented", "tuples"],
@@ -118,7 +134,7 @@ def _task1(mistake):
     value to return."""
 
     def answer(cluster, job, index):
-        config = {"cluster": cluster, "task": {"type": job, "index": index}}
+        config = {"cluster": _strategy_jobs(cluster), "task": {"type": job, "index": index}}
         return mistake(config, cluster, job, index)
 
     return answer
@@ -164,11 +180,9 @@ def _task1(mistake):
             ["the keys: expected ['cluster', 'task']"],
         ),
         (
-            lambda c, cl, j, i: json.dumps({**c, "cluster": {j: cl[j]}}),
-            ['"cluster": expected', "every task gets the whole cluster"],
-        ),
-        (
-            lambda c, cl, j, i: json.dumps({**c, "cluster": {k: v[::-1] for k, v in cl.items()}}),
+            lambda c, cl, j, i: json.dumps(
+                {**c, "cluster": {k: v[::-1] for k, v in c["cluster"].items()}}
+            ),
             ["keep each job's addresses in their order"],
         ),
     ],
@@ -185,7 +199,6 @@ def _task1(mistake):
         "tf1-task-keys",
         "tf1-top-level",
         "extra-key",
-        "own-job-only",
         "reversed",
     ],
 )
@@ -197,12 +210,38 @@ def test_task1_wrong(mistake, fragments) -> None:
 def test_task1_wrong_only_for_other_clusters() -> None:
     # Right for the lab's file, wrong for the machines with DNS names: the checker's own
     # clusters catch an answer written for one layout.
-    def host_and_workers_only(cluster, job, index):
-        kept = {k: v for k, v in cluster.items() if k in ("host", "worker")}
+    def workers_only(cluster, job, index):
+        kept = {k: v for k, v in cluster.items() if k == "worker"}
         return json.dumps({"cluster": kept, "task": {"type": job, "index": index}})
 
-    verdict = lab07.task1(host_and_workers_only, POST)
+    def own_job_only(cluster, job, index):
+        return json.dumps({"cluster": {job: cluster[job]}, "task": {"type": job, "index": index}})
+
+    verdict = lab07.task1(workers_only, POST)
     expect_wrong(verdict, "worker/1 of machines with DNS names", '"cluster": expected')
+    verdict = lab07.task1(own_job_only, POST)
+    expect_wrong(verdict, "worker/1 of machines with DNS names", "every task gets the whole")
+
+
+@pytest.mark.slow
+def test_task1_a_cluster_with_host_gets_tensorflow_s_own_refusal() -> None:
+    # TensorFlow is imported by the checker, so in a fresh interpreter (none here).
+    proc = run_script(
+        """
+        import json
+        from dtf.checks import lab07
+        from tests.test_checks_lab07 import POST, tf_config_for, whole_cluster
+        print(json.dumps([lab07.task1(f, POST).message for f in (whole_cluster, tf_config_for)]))
+        """
+    )
+    wrong, right = last_json(proc)
+    assert right.startswith("Task 1: correct")
+    for fragment in (
+        "Task 1: wrong: for worker/1 of the lab's cluster: TensorFlow refuses your TF_CONFIG",
+        "ValueError: Disallowed task type found in cluster spec. Allowed types are",
+        "lists only the jobs chief, worker, ps, evaluator: leave 'host' out",
+    ):
+        assert fragment in wrong, wrong
 
 
 def test_task1_malformed_and_missing() -> None:

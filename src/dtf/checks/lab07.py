@@ -1,14 +1,19 @@
 """Checkers of Lab 07 · From a cluster file to a deployment (``labs/07_deployment_lab.ipynb``).
 
 The lab practises the last section of notebook 13 (``dtf.deploy``: one cluster file, many
-deployments) and the ``TF_CONFIG`` of notebooks 07 and 11. Nothing here imports TensorFlow,
-starts a server, touches the network or needs root: every answer is text or a dict, and each
-checker compares it with what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the
-lab's own inputs and on layouts of its own.
+deployments) and the ``TF_CONFIG`` of notebooks 07 and 11. Nothing here starts a server,
+touches the network or needs root: every answer is text or a dict, and each checker compares
+it with what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the lab's own inputs
+and on layouts of its own. Importing this module imports no TensorFlow; Task 1 imports it
+only to give an answer whose cluster holds a job no strategy accepts (such as ``host``) to
+TensorFlow's own validation, and shows TensorFlow's message.
 
 1. :func:`task1`: the ``TF_CONFIG`` JSON of one task, compared (parsed) with
    :func:`dtf.cluster.spec.tf_config` for tasks of three clusters: the post's file, machines
-   with DNS names and a ``chief``/``worker``/``ps`` layout, and the same layout in Kubernetes;
+   with DNS names and a ``chief``/``worker``/``ps`` layout, and the same layout in Kubernetes.
+   A strategy's ``TF_CONFIG`` holds only the chief, worker, ps and evaluator jobs: the
+   post's client job ``host`` is left out, and an answer that keeps it gets TensorFlow's own
+   refusal ("Disallowed task type found in cluster spec");
 2. :func:`task2`: the cluster spec inside Kubernetes (pods of Indexed Jobs behind a headless
    Service), compared with :func:`dtf.deploy.pod_dns_names` for three deployments;
 3. :func:`task3`: repair a ``TFJob`` broken in ways hand-edited manifests are
@@ -32,7 +37,15 @@ from typing import Any
 
 from dtf import deploy
 from dtf.checks.core import Wrong, call_function, expected_got, short, task
-from dtf.cluster.spec import ClusterConfigError, Task, all_tasks, load, tf_config
+from dtf.cluster.spec import (
+    STRATEGY_JOBS,
+    ClusterConfigError,
+    Task,
+    all_tasks,
+    load,
+    strategy_jobs,
+    tf_config,
+)
 
 LAB = "lab07"
 
@@ -77,12 +90,12 @@ def course_file(relative: str | os.PathLike) -> Path:
 
 def task1_cases(cluster: Mapping[str, list]) -> list[tuple[str, dict[str, list[str]], Task]]:
     """``(what, cluster, task)`` for every TF_CONFIG Task 1 is checked on: the first and the
-    last task of the lab's cluster, the chief, a worker and the ps of :data:`MACHINES`, and
-    worker 2 of :data:`LAYOUT` inside Kubernetes."""
+    last strategy task (chief, worker, ps, evaluator) of the lab's cluster, the chief, a worker
+    and the ps of :data:`MACHINES`, and worker 2 of :data:`LAYOUT` inside Kubernetes."""
     jobs = {job: list(a) for job, a in load(cluster).items()}
     if any(None in addresses for addresses in jobs.values()):
         raise ClusterConfigError("the lab's cluster must give every task's 'host:port'")
-    tasks = all_tasks(jobs)
+    tasks = all_tasks(strategy_jobs(jobs))  # the post's host has no strategy TF_CONFIG
     cases = [("the lab's cluster", jobs, t) for t in dict.fromkeys([tasks[-1], tasks[0]])]
     cases += [
         ("machines with DNS names", MACHINES, Task(job, index))
@@ -190,8 +203,50 @@ def _check_cluster(got: Any, want: dict, what: str, task_: Task) -> None:
     ):
         hint = "keep each job's addresses in their order: task i is the i-th address"
     else:
-        hint = '"cluster" is the cluster you were given, as it is: {job: ["host:port", ...]}'
+        hint = (
+            '"cluster" is the cluster you were given, {job: ["host:port", ...]}, without the '
+            f"jobs no strategy accepts (keep only {', '.join(STRATEGY_JOBS)})"
+        )
     raise Wrong(expected_got(want, got, f'{what}, "cluster"'), hint)
+
+
+def tensorflow_refusal(config: Mapping) -> str | None:
+    """TensorFlow's own verdict on a parsed ``TF_CONFIG``: the message of
+    ``multi_worker_util._validate_cluster_spec`` (what ``MultiWorkerMirroredStrategy`` and
+    ``ParameterServerStrategy`` check), or ``None`` if it accepts it. Imports TensorFlow."""
+    import sys
+
+    if "tensorflow" not in sys.modules:  # quiet, as the course's Setup cells are
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    import tensorflow as tf
+    from tensorflow.python.distribute import multi_worker_util
+
+    tf.get_logger().setLevel("ERROR")
+    task_ = config["task"]
+    try:
+        multi_worker_util._validate_cluster_spec(config["cluster"], task_["type"], task_["index"])
+    except Exception as exc:  # noqa: BLE001 - TensorFlow's message is the verdict
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _check_strategy_jobs(got: Any, where: str) -> None:
+    """An answer whose cluster holds a job no strategy accepts, given to TensorFlow."""
+    cluster = got["cluster"]
+    if not isinstance(cluster, Mapping) or set(cluster) <= set(STRATEGY_JOBS):
+        return
+    other = sorted(str(job) for job in cluster if job not in STRATEGY_JOBS)
+    refusal = tensorflow_refusal(got)
+    if refusal is None:
+        return
+    raise Wrong(
+        f"for {where}: TensorFlow refuses your TF_CONFIG, as every tf.distribute strategy "
+        f"would: {refusal.split(' and the cluster spec is')[0]}",
+        f"a strategy's TF_CONFIG lists only the jobs {', '.join(STRATEGY_JOBS)}: leave "
+        f"{', '.join(map(repr, other))} out of \"cluster\" (a client job such as 'host' "
+        "belongs only in the ClusterSpec of plain servers)",
+    )
 
 
 @task(LAB, 1)
@@ -199,7 +254,9 @@ def task1(answer: Any, cluster: Any) -> str:
     """``tf_config_for(cluster, job, index) -> str``: the ``TF_CONFIG`` JSON of one task.
     Checked on :func:`task1_cases`: the text must be JSON, and the parsed object must equal
     that of :func:`dtf.cluster.spec.tf_config`, ``{"cluster": ..., "task": {"type", "index"}}``
-    (the index a number), with no other key."""
+    (the index a number, the cluster without jobs other than chief, worker, ps and
+    evaluator), with no other key. A cluster with another job (the post's ``host``) is given
+    to TensorFlow's own validation (:func:`tensorflow_refusal`), whose message is shown."""
     try:
         cases = task1_cases(cluster)
     except ClusterConfigError as exc:
@@ -224,11 +281,13 @@ def task1(answer: Any, cluster: Any) -> str:
                 expected_got(["cluster", "task"], sorted(value), f"{where}, the keys"), hint
             )
         _check_task(value["task"], want["task"], where)
+        _check_strategy_jobs(value, where)
         _check_cluster(value["cluster"], want["cluster"], where, task_)
     clusters = len(dict.fromkeys(what for what, _, _ in cases))
     return (
         f"{len(cases)} tasks of {clusters} clusters give the TF_CONFIG of "
-        "dtf.cluster.spec.tf_config: the whole cluster, the task's job and its index, a number"
+        "dtf.cluster.spec.tf_config: the cluster's chief, worker, ps and evaluator jobs, the "
+        "task's job and its index, a number"
     )
 
 
