@@ -106,4 +106,6 @@ def pytest_terminal_summary(terminalreporter):
     if slow:
         terminalreporter.section("unmarked tests slower than the fast suite allows")
         for seconds, nodeid in reversed(slow):
-            terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}  (mark it slow?)")
+            grouped = nodeid.rfind("@") > nodeid.rfind("]")  # pytest-xdist appends "@group"
+            name = nodeid.rsplit("@", 1)[0] if grouped else nodeid
+            terminalreporter.write_line(f"{seconds:6.1f} s  {name}  (mark it slow?)")

@@ -93,6 +93,7 @@ def test_counts_have_no_hosts_to_name():
         deploy.host_commands({"worker": 2})
 
 
+@pytest.mark.slow
 def test_generated_host_commands_start_real_servers(tmp_path):
     ports = free_ports(2)
     spec = {"worker": [f"127.0.0.1:{p}" for p in ports]}
