@@ -91,12 +91,13 @@ FAST_TEST_LIMIT_S = 5.0
 
 def pytest_terminal_summary(terminalreporter):
     """Name the tests that ``make test`` runs (no ``slow``, ``notebook`` or ``root`` marker)
-    but that took longer than :data:`FAST_TEST_LIMIT_S`, setup included."""
+    but whose own run took longer than :data:`FAST_TEST_LIMIT_S` (a module fixture's setup,
+    e.g. a lab checker's TensorFlow process, is shared by the module and not counted)."""
     total: dict[str, float] = {}
     marked: set[str] = set()
     for reports in terminalreporter.stats.values():
         for report in reports:
-            if getattr(report, "when", None) not in ("setup", "call", "teardown"):
+            if getattr(report, "when", None) != "call":
                 continue
             keywords = getattr(report, "keywords", {}) or {}
             if {"slow", "notebook", "root"} & set(keywords):
