@@ -4,12 +4,11 @@
   result compiles, solution-only cells and outputs gone, links rebased, output idempotent,
   bad solutions refused.
 - The committed student labs are what their solutions generate (``make_labs.py --check``),
-  follow the lab template, call the checkers that ``dtf.checks`` registers for them, and
-  each has a test module that executes it.
+  follow the lab template and call the checkers that ``dtf.checks`` registers for them.
 
 Executing the labs (every solution check "correct", every student check "not attempted")
-is in one module per lab, ``tests/test_labNN.py``, so that with pytest-xdist and
-``--dist loadfile`` (as ``make test`` does) the labs run on different workers.
+is in ``tests/test_notebook_runs.py``: one test per lab and version, each in its own xdist
+group, so that ``--dist loadgroup`` (``make check``) runs the labs on different workers.
 """
 
 from __future__ import annotations
