@@ -43,6 +43,24 @@ def last_json(proc: subprocess.CompletedProcess):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def notebook(*sources: str, parameters: str | None = None):
+    """A Python notebook: a cell tagged ``parameters`` (if given), then one cell per source."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    if parameters is not None:
+        cell = nbformat.v4.new_code_cell(parameters)
+        cell.metadata["tags"] = ["parameters"]
+        nb.cells.append(cell)
+    nb.cells.extend(nbformat.v4.new_code_cell(src) for src in sources)
+    return nb
+
+
 @pytest.fixture
 def root() -> Path:
     return ROOT

@@ -10,23 +10,8 @@ import nbformat
 import psutil
 import pytest
 
+from tests.conftest import notebook
 from tools import nbrun, nbtools
-
-
-def notebook(*sources: str, parameters: str | None = None):
-    """A notebook with a cell tagged ``parameters`` (if given) and then one cell per source."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    if parameters is not None:
-        cell = nbformat.v4.new_code_cell(parameters)
-        cell.metadata["tags"] = ["parameters"]
-        nb.cells.append(cell)
-    nb.cells.extend(nbformat.v4.new_code_cell(src) for src in sources)
-    return nb
 
 
 def tags(nb) -> list[list[str]]:

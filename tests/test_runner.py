@@ -20,7 +20,7 @@ import nbformat
 import psutil
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, notebook
 from tools import execute_in_place, nbtools, run_notebooks
 
 # The first cell of a notebook starts ~2 s after the runner starts it on 2 idle cores (it was
@@ -40,19 +40,8 @@ open("leak.pid", "w").write(out.stdout.strip())
 
 def make_notebook(path: Path, *sources: str, parameters: str | None = None) -> Path:
     """Write a notebook with one code cell per source (and a `parameters` cell first)."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    if parameters is not None:
-        cell = nbformat.v4.new_code_cell(parameters)
-        cell.metadata["tags"] = ["parameters"]
-        nb.cells.append(cell)
-    nb.cells.extend(nbformat.v4.new_code_cell(src) for src in sources)
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(nb, path)
+    nbformat.write(notebook(*sources, parameters=parameters), path)
     return path
 
 
