@@ -297,6 +297,36 @@ def test_indexed_jobs_validate_and_compose_each_pod_s_tf_config():
             assert cluster[job_name][index] == f"{host}.mnist:2222"
 
 
+def test_indexed_jobs_replace_failed_pods_through_a_pod_failure_policy():
+    # Never: the Job controller replaces a failed pod and applies podFailurePolicy (which
+    # the API refuses with OnFailure). A preempted worker (checkpoint saved, exit 42) and a
+    # pod Kubernetes evicted do not count against backoffLimit; any other failure does.
+    from dtf.multiworker import EXIT_PREEMPTED
+
+    assert deploy.PREEMPTED_EXIT_CODE == EXIT_PREEMPTED == 42
+    for job in deploy.indexed_jobs(PS_SPEC)[1:]:
+        pod = job["spec"]["template"]["spec"]
+        assert pod["restartPolicy"] == "Never"
+        assert "livenessProbe" not in pod["containers"][0]  # a TCP probe misses hangs
+        assert pod["containers"][0]["name"] == "tensorflow"
+        assert job["spec"]["podFailurePolicy"] == {
+            "rules": [
+                {
+                    "action": "Ignore",
+                    "onExitCodes": {
+                        "containerName": "tensorflow",
+                        "operator": "In",
+                        "values": [42],
+                    },
+                },
+                {
+                    "action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                },
+            ]
+        }
+
+
 def test_indexed_jobs_refuse_jobs_no_strategy_accepts_and_clashes():
     # Every pod's TF_CONFIG is a strategy's: a job TensorFlow's strategies refuse is refused.
     with pytest.raises(ClusterConfigError, match="job 'host' cannot be an Indexed Job"):
@@ -322,6 +352,14 @@ JOB_BREAKS = {
     "a restart policy Jobs refuse": (
         lambda m: m["spec"]["template"]["spec"].update(restartPolicy="Always"),
         "OnFailure or Never",
+    ),
+    "a pod failure policy with OnFailure": (
+        lambda m: m["spec"]["template"]["spec"].update(restartPolicy="OnFailure"),
+        "podFailurePolicy: needs spec.template.spec.restartPolicy Never",
+    ),
+    "a pod failure rule without an action": (
+        lambda m: m["spec"]["podFailurePolicy"]["rules"][0].pop("action"),
+        "`action`, must not be",
     ),
     "no template": (lambda m: m["spec"].pop("template"), "`template`, must not be"),
     "an env entry without a name": (

@@ -106,6 +106,9 @@ JOB_LABEL = "dtf-job"
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 #: The environment variable the Indexed Jobs' pods read their index into.
 INDEX_ENV = "TASK_INDEX"
+#: The exit status of a worker that saved a checkpoint on a preemption notice and left:
+#: ``PreemptionCheckpointHandler``'s default, :data:`dtf.multiworker.EXIT_PREEMPTED`.
+PREEMPTED_EXIT_CODE = 42
 
 #: A DNS-1035 label (what the training operator requires of a TFJob's name): it starts with
 #: a letter. Kubernetes' own objects accept DNS-1123 labels, which this satisfies too.
@@ -324,6 +327,28 @@ def pod_dns_names(
     return cluster
 
 
+def pod_failure_policy() -> dict:
+    """The Indexed Jobs' ``podFailurePolicy`` (see :func:`indexed_jobs`, "Failures")."""
+    return {
+        "rules": [
+            {
+                # Checkpoint saved on a preemption notice: a restart resumes, no bug.
+                "action": "Ignore",
+                "onExitCodes": {
+                    "containerName": TFJOB_CONTAINER,
+                    "operator": "In",
+                    "values": [PREEMPTED_EXIT_CODE],
+                },
+            },
+            {
+                # Evicted, preempted or its node drained by Kubernetes: not the pod's fault.
+                "action": "Ignore",
+                "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+            },
+        ]
+    }
+
+
 def indexed_jobs(
     spec,
     name: str = DEFAULT_NAME,
@@ -340,7 +365,25 @@ def indexed_jobs(
     the spec may hold only chief, worker, ps and evaluator jobs, as a ``TFJob``'s: any other
     job, such as the post's client job ``host``, is a :class:`ClusterConfigError` (leave it
     out with ``exclude``). The strategies refuse it ("Disallowed task type found in cluster
-    spec", see :func:`dtf.cluster.spec.tf_config`)."""
+    spec", see :func:`dtf.cluster.spec.tf_config`).
+
+    Failures. Multi-worker training needs all its workers restarted together: after one
+    worker fails, the others' collectives fail too (``UnavailableError``), and the survivors
+    cannot go on; all must exit and resume from the last checkpoint. A Job restarts pods one
+    at a time, never the group, so the pods run with ``restartPolicy: Never`` (the Job
+    controller, not the kubelet, replaces a failed pod, and only then may a
+    ``podFailurePolicy`` decide what the failure means). Its rules: a worker that exits with
+    :data:`PREEMPTED_EXIT_CODE` saved a checkpoint on a preemption notice, and a pod with the
+    ``DisruptionTarget`` condition was evicted or preempted by Kubernetes; neither is a bug,
+    so both are ``Ignore``d (the pod is replaced without counting against ``backoffLimit``).
+    Any other failure counts. To restart the whole group on any failure, run the same Jobs
+    as a JobSet's replicated jobs (its ``failurePolicy.maxRestarts`` recreates all child
+    Jobs) or under Kubeflow Trainer v2.
+
+    There is no liveness probe: a TCP probe of the port passes while training is stuck (the
+    server thread still answers), and a correct one needs the training script to report
+    progress. A hung worker is therefore never restarted by these Jobs; its peers see a
+    heartbeat error and fail, and the Job's ``activeDeadlineSeconds`` (add one) bounds it."""
     name, port = check_name(name), _port(port)
     cluster = pod_dns_names(spec, name, port, exclude)
     other = [job for job in cluster if job not in strategy_jobs(cluster)]
@@ -392,11 +435,14 @@ def indexed_jobs(
                     "completions": len(addresses),
                     "parallelism": len(addresses),
                     "backoffLimit": 4 * len(addresses),
+                    "podFailurePolicy": pod_failure_policy(),
                     "template": {
                         "metadata": {"labels": labels},
                         "spec": {
                             "subdomain": name,
-                            "restartPolicy": "OnFailure",
+                            # Never: a failed pod is replaced by the Job controller, which
+                            # applies podFailurePolicy (the API refuses it with OnFailure).
+                            "restartPolicy": "Never",
                             "containers": [
                                 _container(image, command, port, TFJOB_CONTAINER, "tf", env, gpus)
                             ],
@@ -560,6 +606,8 @@ def _indexed_job_rules(manifest: Mapping) -> list[str]:
             "spec.template.spec.restartPolicy: a Job's pods need OnFailure or Never, "
             f"not {policy!r}"
         )
+    if spec.get("podFailurePolicy") is not None and policy != "Never":
+        problems.append("spec.podFailurePolicy: needs spec.template.spec.restartPolicy Never")
     return problems
 
 
