@@ -89,7 +89,8 @@ def pytest_collection_modifyitems(config, items):
       in one kernel, in order, on one worker.
     - Every other test without its own ``xdist_group`` joins its module's group, so that
       ``--dist loadgroup`` sets up a module's fixtures (clusters, launchers) once, as
-      ``--dist loadfile`` did, while parametrized notebook runs spread over the workers."""
+      ``--dist loadfile`` did, while parametrized notebook runs spread over the workers.
+    - Tests marked ``notebook`` run first (see the end)."""
     for item in items:
         if item.get_closest_marker("xdist_group") is not None:
             continue
@@ -101,6 +102,10 @@ def pytest_collection_modifyitems(config, items):
         if path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebook)
         item.add_marker(pytest.mark.xdist_group(group))
+    # Whole-notebook runs (10-40 s each) first, the many short tests after them: xdist hands
+    # out groups in this order, so the workers end together instead of one waiting on the
+    # other's last notebook. The sort is stable: a notebook's cells keep their order.
+    items.sort(key=lambda item: item.get_closest_marker("notebook") is None)
 
 
 #: An unmarked test slower than this is named at the end of the run: mark it ``slow``.
