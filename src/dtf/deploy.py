@@ -69,6 +69,7 @@ from dtf.cluster.spec import (
     strategy_jobs,
     tf_config,
 )
+from dtf.multiworker.program import EXIT_PREEMPTED
 
 #: The image of the default container: TensorFlow's own, at the course's version.
 DEFAULT_IMAGE = "tensorflow/tensorflow:2.21.0"
@@ -107,8 +108,8 @@ INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 #: The environment variable the Indexed Jobs' pods read their index into.
 INDEX_ENV = "TASK_INDEX"
 #: The exit status of a worker that saved a checkpoint on a preemption notice and left:
-#: ``PreemptionCheckpointHandler``'s default, :data:`dtf.multiworker.EXIT_PREEMPTED`.
-PREEMPTED_EXIT_CODE = 42
+#: ``PreemptionCheckpointHandler``'s default, the one the course's worker program uses.
+PREEMPTED_EXIT_CODE = EXIT_PREEMPTED
 
 #: A DNS-1035 label (what the training operator requires of a TFJob's name): it starts with
 #: a letter. Kubernetes' own objects accept DNS-1123 labels, which this satisfies too.
