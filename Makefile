@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed-$(REQUIREMENTS)
 # them: run, lab, outputs and labs never install pytest, ruff or uv.
 DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv dev run test check lab outputs labs lint clean
+.PHONY: help venv dev run test check lab outputs labs export lint clean
 
 help: ## list the targets and options (this text)
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -85,6 +85,9 @@ outputs: $(STAMP) ## re-execute the tutorial notebooks in place (fresh stored ou
 
 labs: $(STAMP) ## regenerate the student labs from labs/solutions
 	$(PY) -m tools.make_labs $(ARGS)
+
+export: $(STAMP) ## rewrite the package files made from notebook cells tagged export:PATH
+	$(PY) -m tools.export $(ARGS)
 
 # The same commands as CI's lint job (.github/workflows/test.yml) and the pre-commit hooks.
 LINT_PATHS := notebooks labs src tools tests
