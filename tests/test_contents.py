@@ -176,3 +176,19 @@ def test_the_navigation_marker_gets_its_line(source: str) -> None:
     new = contents._set_nav(source, line, "end")
     assert new == "# 01 · T\n\n" + line
     assert contents._set_nav(new, line, "end") == new  # idempotent
+
+
+def test_a_part_follows_its_lesson_in_the_table_and_the_navigation(tree: Path) -> None:
+    """A long lesson split into parts (``01_…``, ``01b_…``): the part comes right after it."""
+    write_notebook(tree / "notebooks" / "01b_more.ipynb", "# 01b · More", "## Summary")
+    write_notebook(tree / "notebooks" / "01c-bad.ipynb", "# 01c · Not a tutorial name")
+    assert [p.name for p in contents.tutorials(tree)] == [
+        "00_start.ipynb",
+        "01_next.ipynb",
+        "01b_more.ipynb",
+    ]
+    assert contents.main([], root=tree) == 0
+    readme = (tree / "README.md").read_text(encoding="utf-8")
+    assert readme.index("| 01 | [Next]") < readme.index("| 01b | [More](notebooks/01b_more.ipynb)")
+    nav = nbformat.read(tree / "notebooks" / "01_next.ipynb", as_version=4).cells[0].source
+    assert "01b_more.ipynb" in nav

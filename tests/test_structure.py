@@ -12,6 +12,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
+from tools.nbtools import TUTORIAL_NAME, part_of
 
 TUTORIALS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
@@ -46,11 +47,11 @@ def test_there_are_tutorials():
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
 def test_template(path):
     nb = load(path)
-    assert re.fullmatch(r"\d{2}_[a-z0-9_]+\.ipynb", path.name), "name: NN_topic.ipynb"
+    assert TUTORIAL_NAME.fullmatch(path.name), "name: NN_topic.ipynb (a part: NNb_topic.ipynb)"
     first = nb.cells[0]
     assert first.cell_type == "markdown"
-    m = re.match(r"# (\d{2}) · \S", first.source)
-    assert m and m.group(1) == path.name[:2], "first line: '# NN · Title' matching the file"
+    m = re.match(r"# (\d{2}[a-z]?) · \S", first.source)
+    assert m and m.group(1) == part_of(path), "first line: '# NN · Title' matching the file"
     assert "<!--navigation-->" in first.source and "<!--navigation-->" in nb.cells[-1].source
     headings = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "markdown"]
     assert "## Overview" in headings and "## Setup" in headings

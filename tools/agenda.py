@@ -23,11 +23,11 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.nbtools import REPO_ROOT
+from tools.nbtools import REPO_ROOT, part_of, tutorial_paths
 
 GUIDE = REPO_ROOT / "INSTRUCTORS.md"
 START, END = "<!-- agenda:start -->", "<!-- agenda:end -->"
-TITLE = re.compile(r"^#\s+(?:Lab\s+)?\d{2}\s+·\s+(?P<title>.+?)\s*$", re.M)
+TITLE = re.compile(r"^#\s+(?:Lab\s+)?\d{2}[a-z]?\s+·\s+(?P<title>.+?)\s*$", re.M)
 #: Suggested minutes in the room: a tutorial is read and discussed, a lab is worked through.
 SLOT_MIN = {"tutorial": 20, "lab": 30}
 
@@ -37,16 +37,16 @@ def course_items(root: Path = REPO_ROOT) -> list[tuple[str, str, Path]]:
     comes right after the last tutorial it practises."""
     import nbformat
 
-    tutorials = sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    tutorials = tutorial_paths(root / "notebooks")
     items = []
     labs = sorted((root / "labs" / "solutions").glob("[0-9][0-9]_*.ipynb"))
     practised = {}
     for lab in labs:
         first = nbformat.read(lab, as_version=4).cells[0].source
-        names = re.findall(r"\(\.\./\.\./notebooks/(\d{2}_[^)]+\.ipynb)\)", first)
+        names = re.findall(r"\(\.\./\.\./notebooks/(\d{2}[a-z]?_[^)]+\.ipynb)\)", first)
         practised[lab] = max(names) if names else ""
     for tutorial in tutorials:
-        items.append(("tutorial", tutorial.name[:2], tutorial))
+        items.append(("tutorial", part_of(tutorial), tutorial))
         for lab in labs:
             if practised[lab] == tutorial.name:
                 items.append(("lab", f"Lab {lab.name[:2]}", lab))

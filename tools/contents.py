@@ -31,11 +31,11 @@ import nbformat
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.nbtools import REPO_ROOT
+from tools.nbtools import REPO_ROOT, part_of, tutorial_paths
 
 NAV_MARK = "<!--navigation-->"
 START, END = "<!-- contents:start -->", "<!-- contents:end -->"
-TITLE = re.compile(r"^#\s+(?P<num>\d{2})\s+·\s+(?P<title>.+?)\s*$", re.M)
+TITLE = re.compile(r"^#\s+(?P<num>\d{2}[a-z]?)\s+·\s+(?P<title>.+?)\s*$", re.M)
 
 
 def title_of(path: Path) -> tuple[str, str]:
@@ -48,7 +48,7 @@ def title_of(path: Path) -> tuple[str, str]:
 
 
 def tutorials(root: Path = REPO_ROOT) -> list[Path]:
-    return sorted((root / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return tutorial_paths(root / "notebooks")
 
 
 def labs(root: Path = REPO_ROOT) -> list[Path]:
@@ -98,7 +98,7 @@ def update_notebook(paths: list[Path], i: int, contents_link: str) -> bool:
 
 
 LAB_TITLE = re.compile(r"^#\s+Lab\s+(?P<num>\d{2})\s+·\s+(?P<title>.+?)\s*$", re.M)
-PRACTISES = re.compile(r"\(\.\./notebooks/(?P<file>\d{2}_[^)]+\.ipynb)\)")
+PRACTISES = re.compile(r"\(\.\./notebooks/(?P<file>\d{2}[a-z]?_[^)]+\.ipynb)\)")
 
 
 def lab_info(path: Path) -> tuple[str, str, list[str]]:
@@ -120,7 +120,7 @@ def contents_table(root: Path = REPO_ROOT) -> str:
             practised.setdefault(name, []).append(f"[Lab {num}](labs/{lab.name})")
         lab_rows.append(
             f"| [Lab {num} · {title}](labs/{lab.name}) | "
-            + ", ".join(name[:2] for name in files)
+            + ", ".join(part_of(name) for name in files)
             + f" | [solution](labs/solutions/{lab.name}) |"
         )
     for path in tutorials(root):

@@ -17,6 +17,7 @@ console does not reach it directly) and its process tree is stopped through ``ps
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -43,6 +44,23 @@ try:
 except ImportError:
     sys.path.insert(0, str(REPO_ROOT / "src"))
     from dtf._util import error_line, first_line  # noqa: F401
+#: A tutorial's file name: two digits, an optional part letter (a long lesson split into parts,
+#: ``11_…``, ``11b_…``), an underscore and a topic; its title starts ``# 11b · Title``.
+TUTORIAL_NAME = re.compile(r"(?P<part>\d{2}[a-z]?)_[a-z0-9_]+\.ipynb")
+#: The glob that finds the candidates (sorting names puts ``11_…`` before ``11b_…``).
+TUTORIAL_GLOB = "[0-9][0-9]*_*.ipynb"
+
+
+def tutorial_paths(folder: Path) -> list[Path]:
+    """The tutorials of ``folder`` in course order (names that match :data:`TUTORIAL_NAME`)."""
+    return sorted(p for p in folder.glob(TUTORIAL_GLOB) if TUTORIAL_NAME.fullmatch(p.name))
+
+
+def part_of(path: Path | str) -> str:
+    """``"11b"`` for ``11b_input_sharding.ipynb``, ``"04"`` for ``04_….ipynb``."""
+    return Path(path).name.split("_", 1)[0]
+
+
 RUN_TOKEN_ENV = "DTF_RUN_TOKEN"
 KILL_GRACE_S = 5.0
 
