@@ -1,0 +1,429 @@
+"""The stored outputs of the tutorials agree with the words beside them (issue 17, section 3).
+
+A number a notebook prints is measured in that run, so a sentence that interprets it can be
+contradicted by the run. The notebooks print such conclusions from the measured value ("little
+overlap (1.96 >= 1.6)") or state them as conditions, and assert what their text claims. These
+tests read the *stored* outputs only (no kernel, no TensorFlow: fast) and fail when they disagree
+with the interpretation:
+
+- a generic check: every comparison of numbers a notebook printed ("(0.03 < 1 GB/s)",
+  "(0.95 <= 1.01 <= 1.05)") holds for the printed numbers, allowing for their rounding;
+- one test per measured claim the text keeps (the table below): the values are read from the
+  stored output, the printed verdict must follow from them, and the markdown must still state
+  the condition the verdict is read against;
+- doctored copies of stored outputs (a verdict that contradicts its number) must fail, so none
+  of these checks is one that cannot fail.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from html.parser import HTMLParser
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+
+NOTEBOOKS = ROOT / "notebooks"
+NUMBER = r"-?\d+(?:\.\d+)?"
+OPERATOR = r"<=|>=|≤|≥|<|>"
+COMPARISON = re.compile(rf"(?<![\w.]){NUMBER}(?:\s*(?:{OPERATOR})\s*{NUMBER})+(?![\w.])")
+
+
+# ----------------------------------------------------------------------------- reading outputs
+def load(prefix: str):
+    (path,) = NOTEBOOKS.glob(f"{prefix}_*.ipynb")
+    return nbformat.read(path, as_version=4)
+
+
+def cell(nb, cell_id: str):
+    found = [c for c in nb.cells if c.get("id") == cell_id]
+    assert found, f"no cell {cell_id!r}: the claim table below must follow the notebook"
+    return found[0]
+
+
+def text_of(code_cell) -> str:
+    """Everything a code cell printed or displayed as text, in order."""
+    parts = []
+    for out in code_cell.get("outputs", []):
+        if out.output_type == "stream":
+            parts.append(out.text)
+        elif out.output_type in ("execute_result", "display_data"):
+            parts.append(out.data.get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def markdown_after(nb, cell_id: str) -> str:
+    """The next markdown cell after `cell_id`: where the interpretation of its output stands."""
+    ids = [c.get("id") for c in nb.cells]
+    following = nb.cells[ids.index(cell_id) + 1 :]
+    return next(c.source for c in following if c.cell_type == "markdown")
+
+
+def parameter(nb, cell_id: str, name: str) -> float:
+    """A constant assigned in a cell's source (`NAME = 1.6  # ...`)."""
+    found = re.search(rf"^{name} = ({NUMBER})", cell(nb, cell_id).source, re.M)
+    assert found, f"{name} not assigned in cell {cell_id}"
+    return float(found.group(1))
+
+
+class _Tables(HTMLParser):
+    """Rows of the HTML tables pandas displays: (header cells, data cells) per row."""
+
+    def __init__(self):
+        super().__init__()
+        self.rows, self._row, self._cell, self._kind = [], None, None, None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "tr":
+            self._row = ([], [])
+        elif tag in ("th", "td") and self._row is not None:
+            self._cell, self._kind = [], tag
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+    def handle_endtag(self, tag):
+        if tag in ("th", "td") and self._cell is not None:
+            self._row[0 if self._kind == "th" else 1].append("".join(self._cell).strip())
+            self._cell = None
+        elif tag == "tr" and self._row is not None:
+            if self._row[1]:  # header rows have no data cells
+                self.rows.append(self._row)
+            self._row = None
+
+
+def table_of(code_cell) -> list[tuple[list[str], list[str]]]:
+    html = [
+        o.data["text/html"]
+        for o in code_cell.get("outputs", [])
+        if o.output_type == "execute_result" and "text/html" in o.data
+    ]
+    assert html, "the cell stores no table"
+    parser = _Tables()
+    parser.feed(html[-1])
+    return parser.rows
+
+
+def lines_matching(text: str, pattern: str) -> list[re.Match]:
+    found = [m for m in (re.search(pattern, line) for line in text.splitlines()) if m]
+    assert found, f"no stored line matches {pattern!r} in:\n{text}"
+    return found
+
+
+# ----------------------------------------------------------------------------- the generic check
+def _decimals(number: str) -> int:
+    return len(number.split(".")[1]) if "." in number else 0
+
+
+def comparison_holds(expression: str) -> bool:
+    """True when `a op b [op c ...]` can hold for the values the printed numbers were rounded
+    from. The numbers with the most decimals are the rounded measurements (within half a unit of
+    their last digit); the others are thresholds, printed exactly ("1.60 < 1.6" holds for 1.597,
+    "1.5 >= 1.6" does not hold for anything printed as 1.5)."""
+    tokens = re.findall(rf"{NUMBER}|{OPERATOR}", expression)
+    most = max(_decimals(t) for t in tokens[::2])
+    slack = 0.5 * 10**-most if most else 0.0  # integers are taken as exact
+    values = [(float(t), slack if _decimals(t) == most else 0.0) for t in tokens[::2]]
+    for i, op in enumerate(tokens[1::2]):
+        (a, da), (b, db) = values[i], values[i + 1]
+        if op in ("<", "<=", "≤"):
+            ok = a - da < b + db if op == "<" else a - da <= b + db
+        else:
+            ok = a + da > b - db if op == ">" else a + da >= b - db
+        if not ok:
+            return False
+    return True
+
+
+def false_comparisons(nb) -> list[str]:
+    bad = []
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        for found in COMPARISON.finditer(text_of(c)):
+            if not comparison_holds(found.group(0)):
+                bad.append(f"cell {c.get('id')}: {found.group(0)!r}")
+    return bad
+
+
+TUTORIALS = sorted(NOTEBOOKS.glob("[0-9][0-9]*_*.ipynb"))  # 11b_... too
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.name.split("_")[0] for p in TUTORIALS])
+def test_printed_comparisons_hold(path):
+    """Every comparison of numbers in a stored output holds for the numbers printed with it."""
+    assert not false_comparisons(nbformat.read(path, as_version=4))
+
+
+@pytest.mark.parametrize(
+    ("expression", "holds"),
+    [
+        ("1.96 >= 1.6", True),
+        ("1.50 >= 1.6", False),
+        ("1.59 >= 1.6", False),
+        ("1.60 < 1.6", True),  # 1.597 printed with two decimals
+        ("1.62 < 1.6", False),
+        ("0.95 <= 1.01 <= 1.05", True),
+        ("0.95 <= 1.21 <= 1.05", False),
+        ("49116 < 109341", True),
+        ("19 >= 20", False),
+    ],
+)
+def test_comparison_reading(expression, holds):
+    assert comparison_holds(expression) is holds
+    assert COMPARISON.fullmatch(expression)
+
+
+# ----------------------------------------------------------------------------- claim by claim
+def check_12_scaling(nb):
+    """12, section 2: each N's verdict (grew, flat, fell) follows from the table's T(N) against
+    the range of T(1)'s repeats, E matches, and the text reads it as such; the efficiency plot
+    shows every measured point (no fixed upper limit that clips E > 1)."""
+    way, rows = None, {}
+    for heads, data in table_of(cell(nb, "12-10")):
+        way = heads[0] if len(heads) == 2 else way
+        median, low, high, efficiency = map(float, data)
+        rows[way, int(heads[-1])] = (median, low, high, efficiency)
+    verdicts = lines_matching(
+        text_of(cell(nb, "12-11b")), r"^(\w+), N = (\d+): E = ([\d.]+), throughput (\w+):"
+    )
+    assert len(verdicts) == len(rows) - len({w for w, _ in rows})  # one per way and N > 1
+    for found in verdicts:
+        name, n, e, trend = found.group(1), int(found.group(2)), float(found.group(3)), found[4]
+        median, _, _, efficiency = rows[name, n]
+        _, low, high, _ = rows[name, 1]
+        expected = "grew" if median > high else "fell" if median < low else "flat"
+        assert trend == expected, f"{name}, N = {n}: printed {trend!r}, the table says {expected}"
+        assert e == pytest.approx(efficiency, abs=0.006)
+    assert "against the whole range of $T(1)$'s repeats" in markdown_after(nb, "12-11b")
+    plot = cell(nb, "12-11").source
+    assert "ylim=(0, 1.1)" not in plot and 'summary["efficiency"].max()' in plot
+
+
+def check_12_chains(nb):
+    """12, section 4: 'overlapped' is printed exactly when the ratio is below the threshold that
+    the code uses and the next markdown states."""
+    threshold = parameter(nb, "12-17", "OVERLAP_BELOW")
+    out = text_of(cell(nb, "12-17"))
+    ratio = float(lines_matching(out, r"twice the work took ([\d.]+)x")[0].group(1))
+    overlapped = any(line.startswith("the two chains overlapped") for line in out.splitlines())
+    little = any(line.startswith("little overlap") for line in out.splitlines())
+    assert overlapped != little, out
+    assert overlapped == (ratio < threshold), f"ratio {ratio}, printed:\n{out}"
+    assert f"If the ratio above is below {threshold:g}" in markdown_after(nb, "12-17")
+
+
+def check_12_pipeline(nb):
+    """12, section 6: the 'enough' column and line, and the gain verdicts, follow from the
+    delivered rates against the consumption printed above the table."""
+    out = text_of(cell(nb, "12-20"))
+    needed = float(lines_matching(out, r"consumed ([\d.]+) examples/s")[0].group(1))
+    rates, enough_column = {}, {}
+    for heads, data in table_of(cell(nb, "12-20")):
+        rates[heads[0]] = float(data[0])
+        enough_column[heads[0]] = data[-1] == "True"
+    for name, rate in rates.items():
+        assert enough_column[name] == (rate >= needed), name
+    listed = lines_matching(out, r"^enough for the fastest step: (.*)$")[0].group(1)
+    enough = [name for name, rate in rates.items() if rate >= needed]
+    assert listed == ("; ".join(enough) or "none: each would starve it"), listed
+    gain_floor = parameter(nb, "12-20", "GAIN")
+    base = rates["map, one example at a time"]
+    for found in lines_matching(out, r"^(.*): [\d.]+x the one-at-a-time map: (a gain|no gain)"):
+        gain = rates[found.group(1)] / base
+        assert found.group(2) == ("a gain" if gain >= gain_floor else "no gain"), found.group(0)
+    text = markdown_after(nb, "12-20")
+    assert "names the pipelines that were enough" in text
+    assert f"at least {gain_floor:g}×" in text
+
+
+def check_12_copying(nb):
+    """12, section 3: 'not the copying' only when the needed bandwidth is below 1 GB/s."""
+    out = text_of(cell(nb, "12-15"))
+    if "no extra time to explain" in out:
+        return
+    needed = float(lines_matching(out, r"a link of only ([\d.]+) GB/s")[0].group(1))
+    assert ("not the copying" in out) == (needed < 1.0), out
+
+
+def check_12_mixed_precision(nb):
+    """12, section 3: under mixed_float16 the gradients of the float32 variables are float32
+    (what the text says Keras 3 all-reduces), and 16-bit gradients are half the bytes."""
+    out = text_of(cell(nb, "12-14b"))
+    assert "activations float16, variables float32, gradients float32" in out
+    for found in lines_matching(out, r"([\d.]+) MB per replica .* ([\d.]+) MB cast to 16 bits"):
+        assert float(found.group(2)) == pytest.approx(float(found.group(1)) / 2, abs=0.001)
+    assert "keeps the **variables** in float32" in cell(nb, "12-14").source
+
+
+def check_09_epoch_time(nb):
+    """09, section 4: the verdict (slower, faster, tie) follows from the printed ratio, the ratio
+    from the table, and the text reads the verdict; a first epoch of the strategy that beat one
+    device's is explained, not passed over."""
+    out = text_of(cell(nb, "09-20"))
+    found = lines_matching(out, r"took ([\d.]+) x the time per epoch of one device here: (\w+)")
+    ratio, verdict = float(found[0].group(1)), found[0].group(2)
+    assert verdict == ("slower" if ratio > 1.05 else "faster" if ratio < 0.95 else "a"), out
+    table = {heads[0]: [float(v) for v in data] for heads, data in table_of(cell(nb, "09-19"))}
+    (single, strategy) = table["one device"], next(v for k, v in table.items() if k != "one device")
+    assert ratio == pytest.approx(strategy[2] / single[2], rel=0.05)  # time per epoch column
+    gap = float(lines_matching(out, r"loss curves: ([\d.]+)")[0].group(1))
+    assert gap < 0.1
+    assert "*slower* for a ratio above 1.05" in markdown_after(nb, "09-20")
+    if strategy[1] < single[1]:  # first epoch (with tracing)
+        assert "the strategy's can come out faster" in cell(nb, "09-09").source
+
+
+def check_10_step_time(nb):
+    """10, section 5: which way was faster is printed from the ratio, and the text reads it."""
+    out = text_of(cell(nb, "10-22"))
+    ratio = float(lines_matching(out, r"median step time: ([\d.]+)")[0].group(1))
+    verdicts = ("the towers were faster", "MirroredStrategy was faster", "a tie")
+    printed = [v for v in verdicts if v in out]
+    expected = verdicts[0] if ratio < 0.95 else verdicts[1] if ratio > 1.05 else verdicts[2]
+    assert printed == [expected], out
+    assert "5 % either side of 1 counts as a tie" in markdown_after(nb, "10-22")
+
+
+def check_10_bitwise(nb):
+    """10, section 5: with one or two devices the towers and MirroredStrategy are equal to the
+    last bit, step by step and over the whole run, as the text says (the cells assert it)."""
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    devices = parameter(nb, params.get("id"), "NUM_DEVICES")
+    step = lines_matching(text_of(cell(nb, "10-19c")), r"MirroredStrategy\| weight: (\S+)$")
+    run = lines_matching(text_of(cell(nb, "10-19e")), r"over all weights: (\S+)$")
+    if devices <= 2:
+        assert float(step[0].group(1)) == 0.0 and float(run[0].group(1)) == 0.0
+    assert "With one or two devices the numbers are even equal to the last bit" in (
+        markdown_after(nb, "10-20")
+    )
+
+
+def check_08_staleness(nb):
+    """08, section 4: 'most updates were not stale' is printed exactly when under half were."""
+    out = text_of(cell(nb, "08-27"))
+    share = float(lines_matching(out, r"stale updates: ([\d.]+) of them")[0].group(1))
+    not_stale = "most updates were not stale" in out
+    assert not_stale == (share < 0.5) and not_stale != ("most updates were stale" in out), out
+    assert "when the line above says *most updates were not stale*" in markdown_after(nb, "08-27")
+
+
+def check_14_sync_replicas(nb):
+    """14, section 4: the chief did not exit (the text says it hangs), every global step the
+    workers read is at least STEPS (the text says it can pass STEPS), and the TF2 comparison ran
+    as many steps as the ps counted."""
+    steps = parameter(nb, "13-02", "STEPS")
+    rows = {heads[0]: data for heads, data in table_of(cell(nb, "13-22"))}
+    assert rows["worker 0 (chief)"][0].startswith("did not exit")
+    counted = [int(float(data[2])) for data in rows.values() if data[2] not in ("", "NaN")]
+    assert counted and min(counted) >= steps
+    ran = int(
+        lines_matching(text_of(cell(nb, "13-24")), r"SyncReplicasOptimizer, (\d+) steps")[0][1]
+    )
+    assert ran in counted
+    text = markdown_after(nb, "13-22")
+    assert "can be higher than `STEPS`" in text and "did not get that far" in text
+
+
+def check_05_activation_memory(nb):
+    """05, section 4: the slope of a step's memory is one to about two times the layer outputs
+    per example, as the text says (the cell asserts 1.0 to 2.2)."""
+    out = text_of(cell(nb, "63b8e40b"))
+    times = float(lines_matching(out, r"layer outputs: \d+ bytes \(([\d.]+) x\)")[0].group(1))
+    assert 1.0 <= times <= 2.2
+    assert "between one and about two times the layer outputs" in markdown_after(nb, "63b8e40b")
+
+
+CLAIMS = {
+    "12 throughput grew, flat or fell": ("12", check_12_scaling),
+    "12 two chains overlapped or not": ("12", check_12_chains),
+    "12 pipeline enough or not": ("12", check_12_pipeline),
+    "12 all-reduce time is copying or not": ("12", check_12_copying),
+    "12 mixed precision and all-reduce bytes": ("12", check_12_mixed_precision),
+    "09 MirroredStrategy slower, tie or faster": ("09", check_09_epoch_time),
+    "10 towers or MirroredStrategy faster": ("10", check_10_step_time),
+    "10 towers equal MirroredStrategy to the bit": ("10", check_10_bitwise),
+    "08 most updates stale or not": ("08", check_08_staleness),
+    "14 chief hangs, final step >= STEPS": ("14", check_14_sync_replicas),
+    "05 activation memory one to two times": ("05", check_05_activation_memory),
+}
+
+
+@pytest.mark.parametrize("claim", list(CLAIMS))
+def test_stored_outputs_agree_with_the_text(claim):
+    prefix, check = CLAIMS[claim]
+    check(load(prefix))
+
+
+# ----------------------------------------------------------------------------- the checks can fail
+def _doctor(nb, cell_id: str, old: str, new: str):
+    """A copy of `nb` whose stored output of `cell_id` says `new` where it said `old`."""
+    nb = copy.deepcopy(nb)
+    for out in cell(nb, cell_id).outputs:
+        if out.output_type == "stream" and old in out.text:
+            out.text = out.text.replace(old, new)
+            return nb
+        if out.output_type == "execute_result":
+            kinds = [k for k in ("text/plain", "text/html") if old in out.data.get(k, "")]
+            for kind in kinds:  # both forms of a table, so every reader sees the change
+                out.data[kind] = out.data[kind].replace(old, new)
+            if kinds:
+                return nb
+    pytest.fail(f"{old!r} is not in the stored output of {cell_id}")
+
+
+def _flip(text: str, pairs: list[tuple[str, str]]) -> tuple[str, str]:
+    """The first of `pairs` whose left side occurs in `text`: (that, its opposite)."""
+    return next((a, b) for a, b in pairs + [(b, a) for a, b in pairs] if a in text)
+
+
+def test_a_verdict_that_contradicts_its_number_fails():
+    nb = load("12")
+    out = text_of(cell(nb, "12-17"))
+    old, new = _flip(out, [("little overlap", "the two chains overlapped")])
+    with pytest.raises(AssertionError):
+        check_12_chains(_doctor(nb, "12-17", old, new))
+    nb = load("09")
+    out = text_of(cell(nb, "09-20"))
+    old, new = _flip(out, [("slower (", "faster ("), ("a tie, within", "slower (")])
+    with pytest.raises(AssertionError):
+        check_09_epoch_time(_doctor(nb, "09-20", old, new))
+
+
+def test_a_printed_comparison_that_does_not_hold_fails():
+    nb = load("12")
+    found = COMPARISON.search(text_of(cell(nb, "12-17")))
+    assert found, "12-17 prints its ratio against the threshold"
+    a, op, b = re.findall(rf"{NUMBER}|{OPERATOR}", found.group(0))
+    flipped = {"<": ">=", ">=": "<", ">": "<=", "<=": ">"}[op]
+    doctored = _doctor(nb, "12-17", found.group(0), f"{a} {flipped} {b}")
+    assert false_comparisons(doctored)
+
+
+def test_text_that_loses_its_condition_fails():
+    nb = copy.deepcopy(load("12"))
+    text = cell(nb, "12-18")
+    text.source = text.source.replace("If the ratio above is below 1.6", "The ratio above shows")
+    with pytest.raises(AssertionError):
+        check_12_chains(nb)
+
+
+def test_a_table_that_contradicts_its_verdicts_fails():
+    nb = load("12")
+    rows = table_of(cell(nb, "12-20"))
+    heads, data = rows[0]
+    doctored = _doctor(nb, "12-20", f"<td>{data[-1]}</td>", f"<td>{data[-1] != 'True'}</td>")
+    with pytest.raises(AssertionError):
+        check_12_pipeline(doctored)
+    nb = load("14")
+    doctored = _doctor(nb, "13-22", "did not exit within", "closed its session and exited; not")
+    with pytest.raises(AssertionError):
+        check_14_sync_replicas(doctored)
+
+
+def test_every_claim_names_a_notebook():
+    assert {prefix for prefix, _ in CLAIMS.values()} <= {p.name.split("_")[0] for p in TUTORIALS}
