@@ -100,11 +100,19 @@ def test_layouts_and_the_expected_specs() -> None:
 # --------------------------------------------------------------------------- task 1
 
 RIGHT_SPEC = """
-def right(n, ports, host="127.0.0.1", jobs=("ps", "worker")):
+def right_dict(n, ports, host="127.0.0.1", jobs=("ps", "worker")):
     return {
         jobs[0]: [f"{host}:{ports[0]}"],
         jobs[1]: [f"{host}:{p}" for p in ports[1 : 1 + n]],
     }
+
+
+def right(n, ports, **kwargs):
+    return tf.train.ClusterSpec(right_dict(n, ports, **kwargs))
+
+
+def spec(jobs):
+    return tf.train.ClusterSpec(jobs)
 """
 
 
@@ -117,9 +125,9 @@ def test_task1_right(tf_worker) -> None:
     first = tf_worker.run(spec_case("right"))
     assert first.status == "correct", first.message
     assert first.message == (
-        "Task 1: correct. 3 layouts pass dtf.cluster's checks and match tf.train.ClusterSpec; "
-        "yours has the tasks /job:ps/task:0, /job:worker/task:0, /job:worker/task:1, all on "
-        "loopback."
+        "Task 1: correct. TensorFlow reads the expected jobs, tasks and addresses from your "
+        "ClusterSpec in 3 layouts; yours has the tasks /job:ps/task:0, /job:worker/task:0, "
+        "/job:worker/task:1, all on loopback."
     )
     assert tf_worker.run(spec_case("right")).message == first.message  # again: the same verdict
 
@@ -136,10 +144,11 @@ def test_task1_other_worker_counts(tf_worker, num_workers) -> None:
     [
         "lambda n, p: right(n, p, host='localhost')",
         "lambda n, p: right(n, p, host='[::1]')",
-        "lambda n, p: tf.train.ClusterSpec(right(n, p))",
-        "lambda n, p: {k: tuple(v) for k, v in right(n, p).items()}",
+        "lambda n, p: spec({k: tuple(v) for k, v in right_dict(n, p).items()})",
+        "lambda n, p: spec({'worker': right_dict(n, p)['worker'], 'ps': right_dict(n, p)['ps']})",
+        "lambda n, p: spec(spec(right_dict(n, p)))",
     ],
-    ids=["localhost", "ipv6-loopback", "cluster-spec", "tuples"],
+    ids=["localhost", "ipv6-loopback", "tuples", "jobs-in-another-order", "spec-of-a-spec"],
 )
 def test_task1_other_right_answers(tf_worker, answer) -> None:
     outcome = tf_worker.run(spec_case(answer))
@@ -149,37 +158,46 @@ def test_task1_other_right_answers(tf_worker, answer) -> None:
 @pytest.mark.parametrize(
     "answer, fragments",
     [
+        ("right_dict", ["expected a tf.train.ClusterSpec, got a dict", "tf.train.ClusterSpec("]),
         (
             "lambda n, p: right(n, p, jobs=('ps', 'workers'))",
-            ["dtf.cluster refuses the spec", "Did you mean 'worker' instead of 'workers'?"],
+            ["the jobs: expected ['ps', 'worker'], got ['ps', 'workers']", "did you mean 'worker'"],
         ),
         (
-            "lambda n, p: {'ps': [p[0]], 'worker': list(p[1:])}",
-            ["must be a 'host:port' string, got 2222"],
+            "lambda n, p: spec({'ps': [p[0]], 'worker': list(p[1:])})",
+            ["raised TypeError", "must be bytes or unicode", "the text 'host:port'"],
         ),
         (
-            "lambda n, p: {'ps': f'127.0.0.1:{p[0]}', 'worker': right(n, p)['worker']}",
-            ["not one string: write ['127.0.0.1:2222']"],
+            "lambda n, p: spec({'ps': f'127.0.0.1:{p[0]}', 'worker': right_dict(n, p)['worker']})",
+            ["raised TypeError", "must be a list", "the text 'host:port'"],
         ),
         (
-            "lambda n, p: {'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]}",
-            ["tasks ps/0 and worker/0 have the same address '127.0.0.1:2222'"],
+            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': {i + 1: f'127.0.0.1:{q}' for i, q in enumerate(p[1 : 1 + n])}})",
+            ["the tasks of job 'worker' have the indices [1, 2], not 0 to 1", "the i-th address"],
         ),
-        ("lambda n, p: {'ps': 1, 'worker': n}", ["given as a number of tasks", "LocalCluster"]),
         (
-            "lambda n, p: {'ps': [f'127.0.0.1:{p[n]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]}",
+            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]})",
+            ["tasks ps/0 and worker/0 have the same address '127.0.0.1:2222'", "port of its own"],
+        ),
+        (
+            "lambda n, p: spec({'ps': [f'{p[0]}'], 'worker': right_dict(n, p)['worker']})",
+            ["task ps/0 has the address '2222', not 'host:port'"],
+        ),
+        (
+            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[n]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]})",
             ["the ps task takes the first port, ports[0]"],
         ),
         (
-            "lambda n, p: {'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in sorted(p[1:])]}",
+            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in sorted(p[1:])]})",
             ["for 3 workers and ports [7001, 7000, 7003, 7002]", "keep the order of `ports`"],
         ),
         (
-            "lambda n, p: {'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in p[1:3]]}",
+            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
+            "'worker': [f'127.0.0.1:{q}' for q in p[1:3]]})",
             ["for 3 workers and ports", "tasks of 'worker': expected 3, got 2"],
         ),
         (
@@ -191,23 +209,28 @@ def test_task1_other_right_answers(tf_worker, answer) -> None:
             ["host '10.1.2.3', which is not a loopback address", "without authentication"],
         ),
         (
-            "lambda n, p: {**right(n, p), 'chief': ['127.0.0.1:9999']}",
+            "lambda n, p: spec({**right_dict(n, p), 'chief': ['127.0.0.1:9999']})",
             ["the jobs: expected ['ps', 'worker'], got ['chief', 'ps', 'worker']"],
         ),
         (
-            "lambda n, p: {'worker': right(n, p)['worker']}",
+            "lambda n, p: spec({'worker': right_dict(n, p)['worker']})",
             ["the jobs: expected ['ps', 'worker'], got ['worker']"],
         ),
-        ("lambda n, p: json.dumps(right(n, p))", ["got the text", "json.loads"]),
-        ("lambda n, p: list(right(n, p).values())", ["expected a dict {job: ['host:port', ...]}"]),
+        ("lambda n, p: json.dumps(right_dict(n, p))", ["got the text", "json.loads"]),
+        (
+            "lambda n, p: list(right_dict(n, p).values())",
+            ["expected a tf.train.ClusterSpec, got"],
+        ),
         ("[]", ["expected a function"]),
     ],
     ids=[
+        "a-dict",
         "job-name",
         "int-ports",
         "one-string",
+        "sparse-indices",
         "off-by-one",
-        "counts",
+        "no-host",
         "ps-last",
         "sorted-ports",
         "two-workers-always",

@@ -1,7 +1,8 @@
 """Checkers of Lab 04 · Clusters (``labs/04_clusters_lab.ipynb``).
 
-1. :func:`task1`: a cluster spec (one ``ps`` and N ``worker`` tasks on loopback), checked by
-   :func:`dtf.cluster.load` and ``tf.train.ClusterSpec`` on several layouts;
+1. :func:`task1`: a ``tf.train.ClusterSpec`` (one ``ps`` and N ``worker`` tasks on loopback),
+   checked through TensorFlow's own view of it (jobs, task indices, addresses) on several
+   layouts;
 2. :func:`task2`: two stages of a computation placed on two workers of a running cluster,
    checked by value and by the placement log;
 3. :func:`task3`: a sum on every worker of a running cluster that never waits for a worker
@@ -17,6 +18,7 @@ the learner's function does.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import ipaddress
 import re
 import threading
@@ -143,39 +145,47 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _check_hosts(jobs: Mapping[str, list], what: str) -> None:
-    from dtf.cluster.spec import split_address
-
-    for job, addresses in jobs.items():
-        for index, address in enumerate(addresses):
-            host, _ = split_address(address)
-            if _is_loopback(host):
-                continue
-            name = f"{job}/{index}"
-            if host.strip("[]") in ("0.0.0.0", "::"):
-                raise Wrong(
-                    f"for {what}: task {name} has the address {address!r}, which no client "
-                    "can connect to",
-                    "0.0.0.0 means 'every interface' to a server that listens; a spec names "
-                    "the address clients connect to. Use 127.0.0.1 (a TensorFlow server "
-                    "listens on every interface anyway)",
-                )
-            raise Wrong(
-                f"for {what}: task {name} has the host {host!r}, which is not a loopback address",
-                "use 127.0.0.1: every task runs on this machine, and a TensorFlow server runs "
-                "any graph sent to it without authentication, so the course keeps clusters "
-                "on loopback",
-            )
+#: The messages of the ``TypeError``\s that ``tf.train.ClusterSpec`` raises for a malformed dict.
+_CLUSTER_SPEC_TYPE_ERROR = re.compile(
+    r"(must be bytes or unicode|must be a list or a dictionary|must be a dictionary mapping)"
+)
 
 
-def _ports_hint(got: Mapping[str, list], num_workers: int, ports) -> str:
-    from dtf.cluster.spec import split_address
+def _host_port(address: str, name: str, what: str) -> tuple[str, int]:
+    """``(host, port)`` of the address TensorFlow holds for task ``name``."""
+    host, sep, port = str(address).strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise Wrong(
+            f"for {what}: task {name} has the address {address!r}, not 'host:port'",
+            "an address is the text 'host:port', e.g. f'127.0.0.1:{ports[0]}'",
+        )
+    return host.strip("[]"), int(port)
 
-    got_ports = {job: [split_address(a)[1] for a in got[job]] for job in got}
+
+def _check_host(host: str, address: str, name: str, what: str) -> None:
+    if _is_loopback(host):
+        return
+    if host in ("0.0.0.0", "::"):
+        raise Wrong(
+            f"for {what}: task {name} has the address {address!r}, which no client can connect to",
+            "0.0.0.0 means 'every interface' to a server that listens; a spec names "
+            "the address clients connect to. Use 127.0.0.1 (a TensorFlow server "
+            "listens on every interface anyway)",
+        )
+    raise Wrong(
+        f"for {what}: task {name} has the host {host!r}, which is not a loopback address",
+        "use 127.0.0.1: every task runs on this machine, and a TensorFlow server runs "
+        "any graph sent to it without authentication, so the course keeps clusters "
+        "on loopback",
+    )
+
+
+def _ports_hint(got_ports: Mapping[str, list], num_workers: int, ports) -> str:
     ps_last = {"ps": [ports[num_workers]], "worker": list(ports[:num_workers])}
-    if got_ports == ps_last:
+    if dict(got_ports) == ps_last:
         return "the ps task takes the first port, ports[0]; worker i takes ports[1 + i]"
-    if sorted(got_ports["worker"]) == sorted(ports[1:]) and got_ports["worker"] != list(ports[1:]):
+    workers = got_ports["worker"]
+    if sorted(workers) == sorted(ports[1:]) and workers != list(ports[1:]):
         return (
             "keep the order of `ports`: task i of a job is the i-th address of its list, "
             "and worker i takes ports[1 + i]"
@@ -183,85 +193,111 @@ def _ports_hint(got: Mapping[str, list], num_workers: int, ports) -> str:
     return "the ps task takes ports[0] and worker i takes ports[1 + i]"
 
 
-def _spec_of(got: Any, what: str) -> dict[str, list]:
-    """The learner's spec as ``{job: [address, ...]}``, checked by :func:`dtf.cluster.load`."""
-    from dtf.cluster import ClusterConfigError, load
+def _as_cluster_spec(got: Any, what: str):
+    """The learner's answer, which must be a ``tf.train.ClusterSpec``."""
+    import tensorflow as tf
 
+    if isinstance(got, tf.train.ClusterSpec):
+        return got
+    if isinstance(got, Mapping):
+        raise Wrong(
+            f"for {what}: expected a tf.train.ClusterSpec, got a dict",
+            "the dict is what TensorFlow's cluster is made of: return "
+            "tf.train.ClusterSpec(your_dict)",
+        )
     if isinstance(got, (str, bytes)):
         raise Wrong(
-            f"for {what}: expected a dict {{job: [addresses]}}, got the text {short(got)}",
-            "return the dict itself (json.loads turns JSON text into one)",
+            f"for {what}: expected a tf.train.ClusterSpec, got the text {short(got)}",
+            "build the dict {job: [addresses]} (json.loads turns JSON text into one) and "
+            "return tf.train.ClusterSpec(the_dict)",
         )
-    if not isinstance(got, Mapping) and not hasattr(got, "as_dict"):
-        raise Wrong(
-            f"for {what}: expected a dict {{job: ['host:port', ...]}}, got {short(got)}",
-            "return e.g. {'ps': ['127.0.0.1:2222'], 'worker': ['127.0.0.1:2223', ...]}",
-        )
-    try:
-        jobs = load(got)
-    except ClusterConfigError as exc:
-        raise Wrong(f"for {what}: dtf.cluster refuses the spec: {exc}") from None
-    for job, addresses in jobs.items():
-        if any(a is None for a in addresses):
+    raise Wrong(
+        f"for {what}: expected a tf.train.ClusterSpec, got {short(got)}",
+        "return tf.train.ClusterSpec({'ps': ['127.0.0.1:2222'], 'worker': [...]})",
+    )
+
+
+def _tasks_of(spec: Any, what: str) -> dict[str, list[str]]:
+    """``{job: [address of task 0, 1, ...]}``, read through TensorFlow's own API."""
+    jobs: dict[str, list[str]] = {}
+    for job in spec.jobs:
+        indices = list(spec.task_indices(job))
+        if indices != list(range(len(indices))):
             raise Wrong(
-                f"for {what}: job {job!r} is given as a number of tasks, "
-                f"{len(addresses)}, not as addresses",
-                "LocalCluster accepts counts and picks ports itself; a spec for servers "
-                "names every task's 'host:port', here from `ports`",
+                f"for {what}: the tasks of job {job!r} have the indices {indices}, "
+                f"not 0 to {len(indices) - 1}",
+                "give each job a list of addresses: the i-th address is task i (a dict "
+                "{index: address} makes a sparse job, for other uses)",
             )
+        jobs[job] = [spec.task_address(job, i) for i in indices]
     return jobs
 
 
 @task(LAB, 1)
 def task1(answer: Any, num_workers: int) -> str:
-    """``cluster_spec(num_workers, ports) -> {"ps": [...], "worker": [...]}``: one ``ps``
-    task at ``127.0.0.1:ports[0]`` and worker ``i`` at ``127.0.0.1:ports[1 + i]``. Checked on
-    :func:`layouts`: :func:`dtf.cluster.load` must accept the spec, every host must be a
-    loopback address (``127.0.0.1``, ``localhost``, ``::1``), and ``tf.train.ClusterSpec``
-    of it must have the expected jobs, tasks and ports, in order. A ``tf.train.ClusterSpec``
-    is accepted as well as a dict."""
-    import tensorflow as tf
-
-    from dtf.cluster.spec import split_address
-
+    """``cluster_spec(num_workers, ports) -> tf.train.ClusterSpec``: one ``ps`` task at
+    ``127.0.0.1:ports[0]`` and worker ``i`` at ``127.0.0.1:ports[1 + i]``. Checked on
+    :func:`layouts`, through TensorFlow's own view of the answer (``jobs``,
+    ``task_indices``, ``task_address``): the expected jobs, tasks 0 to N-1, every address
+    ``host:port`` with a loopback host (``127.0.0.1``, ``localhost``, ``::1``), no address
+    twice, and the expected ports in order."""
     cases = layouts(num_workers)
     for n, ports in cases:
         what = f"{n} worker{'s' if n != 1 else ''} and ports {list(ports)}"
-        got = call_function(answer, n, list(ports))
-        jobs = _spec_of(got, what)
+        try:
+            got = call_function(answer, n, list(ports))
+        except Wrong as exc:
+            if "raised TypeError" in exc.detail and _CLUSTER_SPEC_TYPE_ERROR.search(exc.detail):
+                raise Wrong(
+                    f"for {what}: {exc.detail}",
+                    "tf.train.ClusterSpec takes {job: [address, ...]}, each address the "
+                    "text 'host:port'",
+                ) from None
+            raise
+        spec = _as_cluster_spec(got, what)
+        jobs = _tasks_of(spec, what)
         expected = expected_spec(n, ports)
         if sorted(jobs) != sorted(expected):
+            extra = sorted(set(jobs) - set(expected))
+            close = difflib.get_close_matches(extra[0], list(expected), n=1) if extra else []
+            mean = f" ({extra[0]!r}: did you mean {close[0]!r}?)" if close else ""
             raise Wrong(
-                expected_got(sorted(expected), sorted(jobs), f"{what}, the jobs"),
+                expected_got(sorted(expected), sorted(jobs), f"{what}, the jobs") + mean,
                 "name the jobs exactly 'ps' and 'worker': a device name says "
                 "/job:ps/task:0, and TensorFlow's strategies look for these names",
             )
+        seen: dict[str, str] = {}
+        got_ports: dict[str, list[int]] = {}
         for job in expected:
             if len(jobs[job]) != len(expected[job]):
                 raise Wrong(
                     expected_got(len(expected[job]), len(jobs[job]), f"{what}, tasks of {job!r}"),
                     "one address per task: 1 ps task and num_workers worker tasks",
                 )
-        _check_hosts(jobs, what)
-        spec = tf.train.ClusterSpec(jobs)
-        got_ports = {
-            job: [split_address(spec.task_address(job, i))[1] for i in range(spec.num_tasks(job))]
-            for job in expected
-        }
-        want_ports = {job: [split_address(a)[1] for a in expected[job]] for job in expected}
+            got_ports[job] = []
+            for index, address in enumerate(jobs[job]):
+                name = f"{job}/{index}"
+                host, port = _host_port(address, name, what)
+                _check_host(host, address, name, what)
+                if address in seen:
+                    raise Wrong(
+                        f"for {what}: tasks {seen[address]} and {name} have the same address "
+                        f"{address!r}",
+                        "every task is a server of its own and needs a port of its own",
+                    )
+                seen[address] = name
+                got_ports[job].append(port)
+        want_ports = {job: [int(a.rpartition(":")[2]) for a in expected[job]] for job in expected}
         if got_ports != want_ports:
-            raise Wrong(
-                expected_got(expected, {job: jobs[job] for job in expected}, what),
-                _ports_hint(jobs, n, ports),
-            )
+            raise Wrong(expected_got(expected, jobs, what), _ports_hint(got_ports, n, ports))
     devices = ", ".join(
         f"/job:{job}/task:{i}"
         for job, addresses in expected_spec(*cases[0]).items()
         for i in range(len(addresses))
     )
     return (
-        f"{len(cases)} layouts pass dtf.cluster's checks and match tf.train.ClusterSpec; "
-        f"yours has the tasks {devices}, all on loopback"
+        f"TensorFlow reads the expected jobs, tasks and addresses from your ClusterSpec in "
+        f"{len(cases)} layouts; yours has the tasks {devices}, all on loopback"
     )
 
 
