@@ -2,8 +2,10 @@
 
 The post's layout on three hosts of a private /24: ``host`` (the client), ``worker0`` and
 ``worker1``, each task at its own address and port 2222. Servers start in the workers through
-``LocalCluster(command_prefix=...)``; clients run in the ``host`` namespace as subprocesses
-(``tests/netns_client.py``), so a client that hangs can be bounded and killed. Clients run at
+``LocalCluster(command_prefix=...)``; clients run in the ``host`` namespace as subprocesses,
+so a client that hangs can be bounded and killed. The clients are notebook 13's own programs,
+``python -m dtf.netns_programs.<name>`` (written into the package from the notebook's cells by
+``python -m tools.export``): the tests check the code the learner reads. Clients run at
 the same time where they can: three of them import TensorFlow and connect in ~4 s together on
 2 cores. The whole file takes ~25-30 s here, ~10 s of it the wait that shows a hung client.
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import os
 import signal
 import socket
@@ -35,6 +38,7 @@ from dtf.cluster import (
     PortInUseError,
     Task,
     answers,
+    grpc_options_value,
 )
 
 from .conftest import QUIET_ENV, ROOT
@@ -52,7 +56,8 @@ def needs_root(test):
 
 #: Set by .ci/run when it runs as root: there these tests must run, never skip.
 REQUIRED = os.environ.get("DTF_REQUIRE_NETNS") == "1"
-CLIENT = str(Path(__file__).with_name("netns_client.py"))
+#: Notebook 13's programs, generated from its cells: ``python -m PROGRAMS.<name> ARGS``.
+PROGRAMS = "dtf.netns_programs"
 #: The bound the issue sets for a cut link to become an error.
 ERROR_WITHIN_S = 10.0
 #: How long the client without keepalive must still be waiting after the cut.
@@ -171,15 +176,17 @@ def _client_env() -> dict:
 
 
 class Client:
-    """A ``netns_client.py`` process in a host; its events arrive on a thread."""
+    """One of notebook 13's programs as a process in a host; its output arrives on a thread,
+    one JSON object per line. A line without an ``event`` (the one line a program that runs to
+    its end prints) is a ``result``, timed when it arrived."""
 
-    def __init__(self, hosts, host: str, mode: str, request: dict, log: Path):
-        self.name, self.log = f"{mode} in {host}", log
+    def __init__(self, hosts, host: str, program: str, args: list[str], log: Path):
+        self.name, self.log = f"{program} in {host}", log
         self.started = time.monotonic()
         with open(log, "wb") as stderr:
             self.proc = hosts.popen(
                 host,
-                [sys.executable, CLIENT, mode, json.dumps(request)],
+                [sys.executable, "-m", f"{PROGRAMS}.{program}", *args],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=stderr,
@@ -199,6 +206,10 @@ class Client:
                 event = json.loads(line)
             except ValueError:
                 continue
+            if not isinstance(event, dict):
+                continue
+            if "event" not in event:
+                event = {"event": "result", "t": time.monotonic(), **event}
             with self._cond:
                 self.events.append(event)
                 self._cond.notify_all()
@@ -322,12 +333,12 @@ def first_clients(hosts, spec, cluster, logs):
     """The host joins and runs an op on each worker; at the same time a process in worker0,
     which is no task of the cluster, runs an op on worker1's server."""
     clients = {
-        "ops": Client(hosts, "host", "ops", {"spec": spec}, logs / "ops.log"),
+        "ops": Client(hosts, "host", "post_client", [json.dumps(spec)], logs / "ops.log"),
         "stranger": Client(
             hosts,
             "worker0",
             "stranger",
-            {"target": f"grpc://{spec['worker'][1]}", "device": "/job:worker/task:1"},
+            [f"grpc://{spec['worker'][1]}", "/job:worker/task:1"],
             logs / "stranger.log",
         ),
     }
@@ -343,28 +354,21 @@ def cut_run(hosts, spec, cluster, first_clients, logs):
     (then it is killed)."""
     for client in first_clients.values():  # their ops must be over before the cut
         client.wait_for("exit", READY_S)
-    worker1 = "/job:worker/task:1"
-    host = hosts.address("host")
+    second = {**spec, "host": [f"{hosts.address('host')}:2223"]}  # a second client in host
     clients = {
-        "plain": Client(
-            hosts, "host", "loop", {"spec": spec, "device": worker1}, logs / "plain.log"
-        ),
-        "keepalive": Client(  # a second client in host: its own server needs another port
+        "plain": Client(hosts, "host", "eager_loop", [json.dumps(spec), ""], logs / "plain.log"),
+        "keepalive": Client(  # the course's keepalive settings in TF_GRPC_DEFAULT_OPTIONS
             hosts,
             "host",
-            "loop",
-            {"spec": {**spec, "host": [f"{host}:2223"]}, "device": worker1, "keepalive": True},
+            "eager_loop",
+            [json.dumps(second), grpc_options_value()],
             logs / "keepalive.log",
         ),
         "deadline": Client(
             hosts,
             "host",
-            "tf1loop",
-            {
-                "target": f"grpc://{spec['worker'][1]}",
-                "device": worker1,
-                "timeout_ms": RUN_TIMEOUT_MS,
-            },
+            "tf1_loop",
+            [f"grpc://{spec['worker'][1]}", str(RUN_TIMEOUT_MS)],
             logs / "deadline.log",
         ),
     }
@@ -462,9 +466,11 @@ def test_servers_start_in_their_hosts_each_at_its_own_address(hosts, spec, clust
 @needs_root
 def test_the_host_runs_an_op_on_each_worker(hosts, spec, first_clients):
     result = first_clients["ops"].wait_for("result", READY_S)
-    assert result["workers"] == {
-        str(i): [PRODUCT, f"/job:worker/replica:0/task:{i}/device:CPU:0"] for i in range(2)
-    }
+    assert result["c"] == PRODUCT  # a, b and c = matmul(a, b) under tf.device(worker/0)
+    assert result["c_device"] == "/job:worker/replica:0/task:0/device:CPU:0"
+    d = [c + math.log(100 + c) for row in PRODUCT for c in row]
+    assert sum(result["d"], []) == pytest.approx(d)  # d = matmul(a, b) + log(100 + c), worker/1
+    assert result["d_device"] == "/job:worker/replica:0/task:1/device:CPU:0"
     assert result["devices"] == [
         "/job:host/replica:0/task:0/device:CPU:0",
         "/job:worker/replica:0/task:0/device:CPU:0",
@@ -482,9 +488,12 @@ def test_a_server_is_reachable_from_another_host_it_listens_on_every_interface(
         assert set(hosts.listening(host, 2222)) <= {"[::]:2222", "0.0.0.0:2222"}
         assert hosts.listening(host, 2222)  # the wildcard, not the spec's address
     # worker0's namespace runs a process that is no task of the cluster and has no
-    # credentials: it opens a session on worker1's server and runs an op there.
+    # credentials: it opens a session on worker1's server and reads /proc/self there,
+    # which is the server process's own entry.
     result = first_clients["stranger"].wait_for("result", READY_S)
-    assert result["value"] == PRODUCT
+    status = dict(line.split(":", 1) for line in result["status"].splitlines())
+    assert int(status["Pid"]) == cluster.pid("worker/1") != result["me"]
+    assert "dtf.server" in result["cmdline"].split("\0")
     assert answers(spec["worker"][1], timeout=5)  # and so does the root namespace
 
 
@@ -502,8 +511,9 @@ def test_a_port_in_use_in_a_host_is_named_at_once(hosts, spec, cluster, tmp_path
 
 
 @needs_root
-def test_a_task_in_a_host_restarts_at_its_address(hosts, spec, cluster):
+def test_a_task_in_a_host_restarts_at_its_address(hosts, spec, cluster, first_clients):
     """Its port is checked in its host, not here: even a taken port 2222 here is no clash."""
+    first_clients["stranger"].proc.wait(timeout=READY_S)  # it ran in worker0: let it end
     old = cluster.pid("worker/0")
     assert cluster.kill("worker/0") == -signal.SIGKILL and hosts.processes("worker0") == []
     with socket.socket() as here:
@@ -521,7 +531,7 @@ def test_a_task_in_a_host_restarts_at_its_address(hosts, spec, cluster):
 def test_a_cut_link_hangs_an_eager_client_without_keepalive(cut_run):
     plain = cut_run["clients"]["plain"]
     assert not cut_run["link_was_up"] and not cut_run["answered_while_cut"]
-    assert plain.of("imported")[0]["grpc_options"] == ""
+    assert plain.of("connected")[0]["grpc"] == ""
     assert cut_run["still_waiting"], f"the client without keepalive ended:{plain.tail()}"
     assert not plain.of("error")
     late = [e for e in plain.of("op") if cut_run["cut_at"] + 0.5 < e["t"] < cut_run["restored_at"]]
@@ -538,7 +548,7 @@ def test_a_cut_link_hangs_an_eager_client_without_keepalive(cut_run):
 @needs_root
 def test_keepalive_defaults_turn_a_cut_link_into_unavailable_within_10_s(cut_run):
     client = cut_run["clients"]["keepalive"]
-    assert "grpc.keepalive_time_ms=1000" in client.of("imported")[0]["grpc_options"]
+    assert client.of("connected")[0]["grpc"] == grpc_options_value()
     error, seconds = _error(cut_run, "keepalive")
     print(f"\nkeepalive: {error['type']} {seconds:.2f} s after the cut: {error['message']}")
     assert error["type"] == "UnavailableError"
