@@ -659,6 +659,7 @@ def test_the_command_line():
         assert f"python -m dtf.netns down --tag {tag}" in up.stdout
         spec = json.loads(up.stdout.split("cluster: ", 1)[1].splitlines()[0])
         assert list(spec) == ["host", "worker"] and spec["worker"][0].endswith(":2222")
+        assert f"-m dtf.netns_programs.post_client '{json.dumps(spec)}'" in up.stdout
         again = cli("up", "--tag", tag)
         assert again.returncode == 1 and f"hosts tagged '{tag}' exist already" in again.stderr
         assert tag in netns.ours()  # the refused second `up` removed nothing

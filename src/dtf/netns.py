@@ -16,8 +16,10 @@ on port 2222 at an address of its own, as in the post's ``config.json``::
                 ...                               # ...and put it back on leaving the block
     # namespaces, links, bridge and every process in them are gone here
 
-From a shell: ``python -m dtf.netns up`` (prints the addresses, the cluster JSON and the
-command that starts each server), ``python -m dtf.netns status``, ``python -m dtf.netns down``.
+From a shell: ``python -m dtf.netns up`` (prints the addresses, the cluster JSON, the
+command that starts each server and the one that runs notebook 13's client program,
+:mod:`dtf.netns_programs.post_client`, in ``host``), ``python -m dtf.netns status``,
+``python -m dtf.netns down``.
 
 The network
     One Linux *bridge* in the root namespace (a virtual switch) with the address ``.1`` of a
@@ -754,8 +756,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"  ip netns exec {ns} {sys.executable} -m dtf.server "
                     f"--cluster-json '{json.dumps(spec)}' --job {job} --task {index}"
                 )
-        if "host" in spec:
-            print(f"{client} your_program.py")
+        if "host" in spec:  # notebook 13's client program: the post's ops on every worker
+            print(f"{client} -m dtf.netns_programs.post_client '{json.dumps(spec)}'")
         tag = "" if args.tag == CLI_TAG else f" --tag {args.tag}"
         print(f"remove them with: python -m dtf.netns down{tag}")
         return 0
