@@ -1,8 +1,8 @@
 """Tests of dtf.checks.lab07: right, wrong and missing answers for every task.
 
-Lab 07 needs no TensorFlow: every checker compares text and dicts with what dtf.deploy and
-dtf.cluster.spec compute, so the cases run in this process. The one exception, Task 1 giving
-a cluster that keeps ``host`` to TensorFlow's own validation, runs in a fresh interpreter.
+The checkers of Tasks 1 and 2 hand TF_CONFIG texts to TensorFlow's own cluster resolver and
+validation, in this process (a module fixture imports TensorFlow once, as the lab's Setup
+does); the others compare text and dicts with what dtf.deploy and dtf.cluster.spec compute.
 Each wrong answer is the right one with one realistic mistake (mutation-style), and its test
 names the hint the learner gets. Every test stands alone.
 """
@@ -11,20 +11,28 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 
 import pytest
 
 from dtf import checks, deploy
 from dtf.checks import lab07
 from dtf.cluster.spec import load
-from tests.conftest import ROOT, last_json, run_script, stub
+from tests.conftest import ROOT, stub
 
 POST = load(ROOT / "clusters" / "host_two_workers.json")
 NAME, PORT = "dtf-cluster", 2222
 COUNTS = {"worker": 2}
 
 
-pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
+@pytest.fixture(scope="module")
+def tensorflow():
+    """TensorFlow imported once for the module, as the lab's Setup cell does (so that no
+    test's own time includes the import)."""
+    return lab07.import_tensorflow()
+
+
+pytestmark = pytest.mark.usefixtures("fresh_scorecard", "tensorflow")  # conftest: fresh_scorecard
 
 
 def expect_wrong(verdict, *fragments: str) -> None:
@@ -67,10 +75,10 @@ def test_break_tfjob_breaks_a_copy_in_ways_the_validator_reports() -> None:
         lab07.break_tfjob(good, 2)
 
 
-def test_the_lab_registers_four_tasks_the_last_optional() -> None:
+def test_the_lab_registers_five_tasks_the_last_optional() -> None:
     registered = checks.tasks("lab07")
-    assert list(registered) == [1, 2, 3, 4]
-    assert [t.optional for t in registered.values()] == [False, False, False, True]
+    assert list(registered) == [1, 2, 3, 4, 5]
+    assert [t.optional for t in registered.values()] == [False, False, False, False, True]
 
 
 def test_the_checkers_import_no_tensorflow() -> None:
@@ -95,17 +103,13 @@ def tf_config_for(cluster, job, index):
     return json.dumps({"cluster": _strategy_jobs(cluster), "task": {"type": job, "index": index}})
 
 
-def whole_cluster(cluster, job, index):
-    """The mistake TensorFlow refuses: the client job ``host`` kept in the cluster."""
-    return json.dumps({"cluster": cluster, "task": {"type": job, "index": index}})
-
-
 def test_task1_right() -> None:
     first = lab07.task1(tf_config_for, POST)
     assert first.correct and first.message == (
-        "Task 1: correct. 6 tasks of 3 clusters give the TF_CONFIG of dtf.cluster.spec.tf_config:"
-        " the cluster's chief, worker, ps and evaluator jobs, the task's job and its index,"
-        " a number."
+        "Task 1: correct. 6 tasks of 3 clusters: TensorFlow's TFConfigClusterResolver reads from"
+        " each TF_CONFIG the task and the cluster that task must see, and TensorFlow accepts it;"
+        " for worker/1 of the lab's cluster, MultiWorkerMirroredStrategy would count 2 workers,"
+        " this one not the chief, worker id 1."
     )
     assert lab07.task1(tf_config_for, POST).message == first.message  # again: the same
 
@@ -153,15 +157,27 @@ def _task1(mistake):
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": i + 1}}),
-            ["task indices start at 0"],
+            ["The `task_id` 2 exceeds the maximum id of worker", "task indices start at 0"],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": j.capitalize(), "index": i}}),
-            ["expected 'worker', got 'Worker'", "how a TFJob names the replica type"],
+            ["TensorFlow refuses", "Unrecognized task_type: Worker", "how a TFJob names"],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": f"/job:{j}", "index": i}}),
             ["not a device name"],
+        ),
+        (  # a worker's TF_CONFIG that says it is a parameter server
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": "ps", "index": i}}),
+            ["`task_type` 'ps' not found in cluster_spec", "the `job` argument ('worker')"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "cluster": cl}),
+            [
+                "TensorFlow refuses your TF_CONFIG, as every tf.distribute strategy would:"
+                " ValueError: Disallowed task type found in cluster spec. Allowed types are",
+                "lists only the jobs chief, worker, ps, evaluator: leave 'host' out",
+            ],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": f"{j}/{i}"}),
@@ -195,6 +211,8 @@ def _task1(mistake):
         "index-from-1",
         "replica-type",
         "device-name",
+        "ps-for-a-worker",
+        "host-kept",
         "task-text",
         "tf1-task-keys",
         "tf1-top-level",
@@ -223,27 +241,6 @@ def test_task1_wrong_only_for_other_clusters() -> None:
     expect_wrong(verdict, "worker/1 of machines with DNS names", "every task gets the whole")
 
 
-@pytest.mark.slow
-def test_task1_a_cluster_with_host_gets_tensorflow_s_own_refusal() -> None:
-    # TensorFlow is imported by the checker, so in a fresh interpreter (none here).
-    proc = run_script(
-        """
-        import json
-        from dtf.checks import lab07
-        from tests.test_checks_lab07 import POST, tf_config_for, whole_cluster
-        print(json.dumps([lab07.task1(f, POST).message for f in (whole_cluster, tf_config_for)]))
-        """
-    )
-    wrong, right = last_json(proc)
-    assert right.startswith("Task 1: correct")
-    for fragment in (
-        "Task 1: wrong: for worker/1 of the lab's cluster: TensorFlow refuses your TF_CONFIG",
-        "ValueError: Disallowed task type found in cluster spec. Allowed types are",
-        "lists only the jobs chief, worker, ps, evaluator: leave 'host' out",
-    ):
-        assert fragment in wrong, wrong
-
-
 def test_task1_malformed_and_missing() -> None:
     expect_wrong(lab07.task1([], POST), "expected a function")
     expect_wrong(lab07.task1(lambda c, j, i: c["nope"], POST), "raised KeyError")
@@ -255,6 +252,118 @@ def test_task1_malformed_and_missing() -> None:
 # --------------------------------------------------------------------------- task 2
 
 
+def tensorflow_reads(tf_config):
+    """The lab's solution: the resolver's reading, TF_CONFIG put back as it was."""
+    import tensorflow as tf
+
+    old = os.environ.get("TF_CONFIG")
+    os.environ["TF_CONFIG"] = tf_config
+    try:
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()
+    finally:
+        if old is None:
+            del os.environ["TF_CONFIG"]
+        else:
+            os.environ["TF_CONFIG"] = old
+
+
+def test_task2_right() -> None:
+    os.environ.pop("TF_CONFIG", None)
+    first = lab07.task2(tensorflow_reads, POST)
+    assert first.correct and first.message == (
+        "Task 2: correct. 7 TF_CONFIGs read as TensorFlow reads them, TF_CONFIG left as it was;"
+        " for worker/1 of the lab's cluster: task_type 'worker', task_id 1, jobs ['worker']."
+    )
+    by_hand = lab07.task2(  # parsing the JSON by hand reads the same, and touches nothing
+        lambda t: (
+            json.loads(t)["task"]["type"],
+            json.loads(t)["task"]["index"],
+            json.loads(t)["cluster"],
+        ),
+        POST,
+    )
+    assert by_hand.correct
+    assert "TF_CONFIG" not in os.environ
+
+
+def _no_reset(tf_config):
+    import tensorflow as tf
+
+    os.environ["TF_CONFIG"] = tf_config
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()
+
+
+def _no_argument(tf_config):
+    import tensorflow as tf
+
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    return resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()
+
+
+def _cluster_spec(tf_config):
+    import tensorflow as tf
+
+    with lab07.tf_config_environment(tf_config):
+        resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+        return resolver.task_type, resolver.task_id, resolver.cluster_spec()
+
+
+def _always_deletes(tf_config):
+    os.environ["TF_CONFIG"] = tf_config
+    try:
+        return tensorflow_reads(tf_config)
+    finally:
+        del os.environ["TF_CONFIG"]
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        (_no_reset, ["TF_CONFIG was absent before your function and", "in a finally: block"]),
+        (_no_argument, ["got (None, None, {})", "takes no TF_CONFIG argument"]),
+        (_cluster_spec, ["got ('worker', 1, ClusterSpec(", "cluster_spec().as_dict()"]),
+        (
+            _always_deletes,
+            ["with TF_CONFIG already set: TF_CONFIG was another task's", "the old value"],
+        ),
+        (
+            lambda t: tensorflow_reads(t)[:2],
+            ["expected ('worker', 1, {'worker':", "return (resolver.task_type"],
+        ),
+    ],
+    ids=["not-put-back", "no-argument", "cluster-spec-object", "deleted-when-set", "two-values"],
+)
+def test_task2_wrong(answer, fragments) -> None:
+    try:
+        expect_wrong(lab07.task2(answer, POST), *fragments)
+    finally:
+        os.environ.pop("TF_CONFIG", None)
+
+
+def test_task2_an_answer_that_reads_the_variable_already_set() -> None:
+    """With TF_CONFIG set before the call, an answer that ignores its argument reads the old
+    value: the hint names it."""
+    old_reader = _no_argument
+    os.environ.pop("TF_CONFIG", None)
+    verdict = lab07.task2(
+        lambda t: old_reader(t) if "TF_CONFIG" in os.environ else tensorflow_reads(t), POST
+    )
+    expect_wrong(verdict, "already set", "set os.environ['TF_CONFIG'] = tf_config")
+
+
+def test_task2_malformed_and_missing() -> None:
+    expect_wrong(lab07.task2("text", POST), "expected a function")
+    expect_wrong(lab07.task2(tensorflow_reads, {"worker": 2}), "cannot use the lab's cluster")
+    expect_wrong(lab07.task2(lambda t: t["task"], POST), "raised TypeError")
+    assert lab07.task2(stub, POST).status == checks.NOT_ATTEMPTED
+    assert lab07.task2(None, POST).status == checks.NOT_ATTEMPTED
+
+
+# --------------------------------------------------------------------------- task 3
+
+
 def pod_addresses(name, counts, port, host="{name}-{job}-{i}.{name}", first=0):
     return {
         job: [f"{host.format(name=name, job=job, i=i)}:{port}" for i in range(first, first + n)]
@@ -262,18 +371,18 @@ def pod_addresses(name, counts, port, host="{name}-{job}-{i}.{name}", first=0):
     }
 
 
-def test_task2_right() -> None:
-    first = lab07.task2(pod_addresses, NAME, COUNTS, PORT)
+def test_task3_right() -> None:
+    first = lab07.task3(pod_addresses, NAME, COUNTS, PORT)
     assert first.correct and first.message == (
-        "Task 2: correct. 3 deployments match dtf.deploy.pod_dns_names; in yours, worker/1 is "
+        "Task 3: correct. 3 deployments match dtf.deploy.pod_dns_names; in yours, worker/1 is "
         "dtf-cluster-worker-1.dtf-cluster:2222."
     )
-    assert lab07.task2(pod_addresses, NAME, COUNTS, PORT).message == first.message
-    tuples = lab07.task2(
+    assert lab07.task3(pod_addresses, NAME, COUNTS, PORT).message == first.message
+    tuples = lab07.task3(
         lambda n, c, p: {j: tuple(a) for j, a in pod_addresses(n, c, p).items()}, NAME, COUNTS, PORT
     )
     assert tuples.correct
-    other = lab07.task2(pod_addresses, "prod", {"worker": 4, "ps": 1}, 3000)
+    other = lab07.task3(pod_addresses, "prod", {"worker": 4, "ps": 1}, 3000)
     assert other.correct and "worker/3 is prod-worker-3.prod:3000" in other.message
 
 
@@ -340,18 +449,18 @@ def test_task2_right() -> None:
         "machine-names",
     ],
 )
-def test_task2_wrong(answer, fragments) -> None:
-    expect_wrong(lab07.task2(answer, NAME, COUNTS, PORT), *fragments)
+def test_task3_wrong(answer, fragments) -> None:
+    expect_wrong(lab07.task3(answer, NAME, COUNTS, PORT), *fragments)
 
 
-def test_task2_bad_lab_parameters_and_missing() -> None:
-    expect_wrong(lab07.task2(pod_addresses, "My_Cluster", COUNTS, PORT), "NAME='My_Cluster'")
-    expect_wrong(lab07.task2(pod_addresses, NAME, COUNTS, 0), "fix NAME or PORT")
-    expect_wrong(lab07.task2([], NAME, COUNTS, PORT), "expected a function")
-    assert lab07.task2(stub, NAME, COUNTS, PORT).status == checks.NOT_ATTEMPTED
+def test_task3_bad_lab_parameters_and_missing() -> None:
+    expect_wrong(lab07.task3(pod_addresses, "My_Cluster", COUNTS, PORT), "NAME='My_Cluster'")
+    expect_wrong(lab07.task3(pod_addresses, NAME, COUNTS, 0), "fix NAME or PORT")
+    expect_wrong(lab07.task3([], NAME, COUNTS, PORT), "expected a function")
+    assert lab07.task3(stub, NAME, COUNTS, PORT).status == checks.NOT_ATTEMPTED
 
 
-# --------------------------------------------------------------------------- task 3
+# --------------------------------------------------------------------------- task 4
 
 TYPES = deploy.TFJOB_REPLICA_TYPES
 
@@ -395,14 +504,14 @@ def make_repair(
     return repair
 
 
-def test_task3_right() -> None:
-    first = lab07.task3(make_repair(), NAME)
+def test_task4_right() -> None:
+    first = lab07.task4(make_repair(), NAME)
     assert first.correct and first.message == (
-        "Task 3: correct. 3 TFJobs pass deploy.validate after your repair, with the replicas "
+        "Task 4: correct. 3 TFJobs pass deploy.validate after your repair, with the replicas "
         "{'Chief': 1, 'Worker': 3, 'PS': 1}, and their inputs are unchanged."
     )
-    assert lab07.task3(make_repair(), NAME).message == first.message
-    by_json = lab07.task3(lambda m: make_repair(copy_first=False)(json.loads(json.dumps(m))), NAME)
+    assert lab07.task4(make_repair(), NAME).message == first.message
+    by_json = lab07.task4(lambda m: make_repair(copy_first=False)(json.loads(json.dumps(m))), NAME)
     assert by_json.correct
 
 
@@ -467,11 +576,11 @@ def test_task3_right() -> None:
         "changes-image",
     ],
 )
-def test_task3_wrong(switches, fragments) -> None:
-    expect_wrong(lab07.task3(make_repair(**switches), NAME), *fragments)
+def test_task4_wrong(switches, fragments) -> None:
+    expect_wrong(lab07.task4(make_repair(**switches), NAME), *fragments)
 
 
-def test_task3_a_repair_that_rebuilds_the_manifest_changes_too_much() -> None:
+def test_task4_a_repair_that_rebuilds_the_manifest_changes_too_much() -> None:
     def rebuild(manifest):
         counts = {}
         for replica, spec in manifest["spec"]["tfReplicaSpecs"].items():
@@ -479,18 +588,18 @@ def test_task3_a_repair_that_rebuilds_the_manifest_changes_too_much() -> None:
             counts[job] = int(spec["replicas"])
         return deploy.tfjob(counts, name=manifest["metadata"]["name"])
 
-    expect_wrong(lab07.task3(rebuild, NAME), "also changed", "leaves everything else")
+    expect_wrong(lab07.task4(rebuild, NAME), "also changed", "leaves everything else")
 
 
-def test_task3_malformed_and_missing() -> None:
-    expect_wrong(lab07.task3(lambda m: m["nope"], NAME), "raised KeyError")
-    expect_wrong(lab07.task3(make_repair(), "Bad Name"), "cannot build the lab's TFJob")
-    expect_wrong(lab07.task3("text", NAME), "expected a function")
-    assert lab07.task3(stub, NAME).status == checks.NOT_ATTEMPTED
-    assert lab07.task3(None, NAME).status == checks.NOT_ATTEMPTED
+def test_task4_malformed_and_missing() -> None:
+    expect_wrong(lab07.task4(lambda m: m["nope"], NAME), "raised KeyError")
+    expect_wrong(lab07.task4(make_repair(), "Bad Name"), "cannot build the lab's TFJob")
+    expect_wrong(lab07.task4("text", NAME), "expected a function")
+    assert lab07.task4(stub, NAME).status == checks.NOT_ATTEMPTED
+    assert lab07.task4(None, NAME).status == checks.NOT_ATTEMPTED
 
 
-# --------------------------------------------------------------------------- task 4
+# --------------------------------------------------------------------------- task 5
 
 
 def tf_config_value(manifests, job):
@@ -505,13 +614,13 @@ def tf_config_in_pod(manifests, job, index):
     return deploy.expand_tf_config(tf_config_value(manifests, job), index)
 
 
-def test_task4_right() -> None:
-    first = lab07.task4(tf_config_in_pod, NAME, PORT)
+def test_task5_right() -> None:
+    first = lab07.task5(tf_config_in_pod, NAME, PORT)
     assert first.correct and first.message == (
-        "Task 4: correct. 4 pods get the TF_CONFIG that Task 1 writes for Task 2's cluster; "
+        "Task 5: correct. 4 pods get the TF_CONFIG that Task 1 writes for Task 3's cluster; "
         "pod 2 of dtf-cluster-worker is worker/2 at dtf-cluster-worker-2.dtf-cluster:2222."
     )
-    assert lab07.task4(tf_config_in_pod, NAME, PORT).message == first.message
+    assert lab07.task5(tf_config_in_pod, NAME, PORT).message == first.message
 
     def by_name_by_hand(manifests, job, index):
         name = next(m["metadata"]["name"] for m in manifests if m["kind"] == "Service")
@@ -520,7 +629,7 @@ def test_task4_right() -> None:
         value = {e["name"]: e.get("value") for e in env}["TF_CONFIG"]
         return json.loads(value.replace("$(TASK_INDEX)", str(index)))
 
-    assert lab07.task4(by_name_by_hand, NAME, PORT).correct
+    assert lab07.task5(by_name_by_hand, NAME, PORT).correct
 
 
 def lab_worker_job(manifests, job, index):
@@ -570,32 +679,34 @@ def lab_worker_job(manifests, job, index):
         "list",
     ],
 )
-def test_task4_wrong(answer, fragments) -> None:
-    expect_wrong(lab07.task4(answer, NAME, PORT), *fragments)
+def test_task5_wrong(answer, fragments) -> None:
+    expect_wrong(lab07.task5(answer, NAME, PORT), *fragments)
 
 
-def test_task4_malformed_and_missing() -> None:
-    expect_wrong(lab07.task4(tf_config_in_pod, "-bad", PORT), "cannot build the lab's Indexed Jobs")
-    expect_wrong(lab07.task4(42, NAME, PORT), "expected a function")
-    assert lab07.task4(stub, NAME, PORT).status == checks.NOT_ATTEMPTED
-    assert lab07.task4(None, NAME, PORT).status == checks.NOT_ATTEMPTED
+def test_task5_malformed_and_missing() -> None:
+    expect_wrong(lab07.task5(tf_config_in_pod, "-bad", PORT), "cannot build the lab's Indexed Jobs")
+    expect_wrong(lab07.task5(42, NAME, PORT), "expected a function")
+    assert lab07.task5(stub, NAME, PORT).status == checks.NOT_ATTEMPTED
+    assert lab07.task5(None, NAME, PORT).status == checks.NOT_ATTEMPTED
 
 
 def test_a_lab_run_scorecard() -> None:
     lab07.task1(tf_config_for, POST)
-    lab07.task2(stub, NAME, COUNTS, PORT)
-    lab07.task3(make_repair(), NAME)
+    lab07.task2(stub, POST)
+    lab07.task3(pod_addresses, NAME, COUNTS, PORT)
+    lab07.task4(make_repair(), NAME)
     assert checks.summary("lab07") == {
         1: "correct",
         2: "not attempted",
         3: "correct",
-        4: "not attempted",
+        4: "correct",
+        5: "not attempted",
     }
     with pytest.raises(AssertionError, match="Task 2: not attempted"):
         checks.assert_all_correct("lab07")
 
 
-def test_task3_the_plural_warning_only_where_a_name_lost_its_s() -> None:
-    kept = lab07.task3(make_repair(names=False), NAME)
+def test_task4_the_plural_warning_only_where_a_name_lost_its_s() -> None:
+    kept = lab07.task4(make_repair(names=False), NAME)
     expect_wrong(kept, "Workers: not a replica type")
     assert "careful" not in kept.message

@@ -2,35 +2,43 @@
 
 The lab practises the last section of notebook 13 (``dtf.deploy``: one cluster file, many
 deployments) and the ``TF_CONFIG`` of notebooks 07 and 11. Nothing here starts a server,
-touches the network or needs root: every answer is text or a dict, and each checker compares
-it with what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the lab's own inputs
-and on layouts of its own. Importing this module imports no TensorFlow; Task 1 imports it
-only to give an answer whose cluster holds a job no strategy accepts (such as ``host``) to
-TensorFlow's own validation, and shows TensorFlow's message.
+touches the network or needs root. A ``TF_CONFIG`` is checked by TensorFlow itself: it goes
+into the environment for the check only (:func:`tf_config_environment`), TensorFlow's
+``TFConfigClusterResolver`` reads it, and TensorFlow's validation of strategy clusters
+(``multi_worker_util``, what ``MultiWorkerMirroredStrategy`` and ``ParameterServerStrategy``
+run when they are created) must accept it (:func:`tensorflow_view`). The other answers are
+text or dicts, compared with what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the
+lab's own inputs and on layouts of its own. Importing this module imports no TensorFlow; the
+checkers of Tasks 1 and 2 do (the lab's Setup has imported it already).
 
-1. :func:`task1`: the ``TF_CONFIG`` JSON of one task, compared (parsed) with
-   :func:`dtf.cluster.spec.tf_config` for tasks of three clusters: the post's file, machines
-   with DNS names and a ``chief``/``worker``/``ps`` layout, and the same layout in Kubernetes.
-   A strategy's ``TF_CONFIG`` holds only the chief, worker, ps and evaluator jobs: the
-   post's client job ``host`` is left out, and an answer that keeps it gets TensorFlow's own
-   refusal ("Disallowed task type found in cluster spec");
-2. :func:`task2`: the cluster spec inside Kubernetes (pods of Indexed Jobs behind a headless
+1. :func:`task1`: the ``TF_CONFIG`` JSON of one task, for tasks of three clusters: the post's
+   file, machines with DNS names and a ``chief``/``worker``/``ps`` layout, and the same layout
+   in Kubernetes. TensorFlow's resolver must read the task and the cluster that task must see
+   (that of :func:`dtf.cluster.spec.tf_config`), and TensorFlow must accept them. A strategy's
+   ``TF_CONFIG`` holds only the chief, worker, ps and evaluator jobs: an answer that keeps the
+   post's client job ``host`` gets TensorFlow's own refusal ("Disallowed task type found in
+   cluster spec");
+2. :func:`task2`: ``(task_type, task_id, cluster)`` as ``TFConfigClusterResolver`` reads them
+   from a ``TF_CONFIG`` text, with the variable set for the call only and put back after it;
+3. :func:`task3`: the cluster spec inside Kubernetes (pods of Indexed Jobs behind a headless
    Service), compared with :func:`dtf.deploy.pod_dns_names` for three deployments;
-3. :func:`task3`: repair a ``TFJob`` broken in ways hand-edited manifests are
+4. :func:`task4`: repair a ``TFJob`` broken in ways hand-edited manifests are
    (:func:`break_tfjob`): the repaired copy must pass :func:`dtf.deploy.validate`, keep every
    replica count, equal the manifest ``dtf.deploy.tfjob`` writes, and the input must stay as
    it was;
-4. :func:`task4` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets once Kubernetes
-   has expanded ``$(TASK_INDEX)``, compared with Task 1's answer for Task 2's cluster.
+5. :func:`task5` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets once Kubernetes
+   has expanded ``$(TASK_INDEX)``, compared with Task 1's answer for Task 3's cluster.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import json
 import os
 import re
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -48,8 +56,10 @@ from dtf.cluster.spec import (
 )
 
 LAB = "lab07"
+#: The environment variable every tf.distribute strategy reads its cluster and task from.
+TF_CONFIG = "TF_CONFIG"
 
-#: The layout of Tasks 3 and 4: a chief, three workers and a parameter server, given as
+#: The layout of Tasks 4 and 5: a chief, three workers and a parameter server, given as
 #: counts (Kubernetes gives the pods their addresses).
 LAYOUT = {"chief": 1, "worker": 3, "ps": 1}
 #: Task 1: real machines, each with its own DNS name, every server on the same port.
@@ -58,7 +68,7 @@ MACHINES = {
     "worker": [f"worker{i}.cluster.internal:2222" for i in range(3)],
     "ps": ["ps0.cluster.internal:2222"],
 }
-#: Tasks 2 and 4: the checker's own deployments, ``(name, counts, port)``.
+#: Tasks 3 and 5: the checker's own deployments, ``(name, counts, port)``.
 OTHER_DEPLOYMENTS = (
     ("mnist", {"chief": 1, "worker": 3, "ps": 2}, 2222),
     ("train", {"worker": 2}, 5000),
@@ -175,8 +185,9 @@ def _check_task(got: Any, want: dict, what: str) -> None:
     if number != index or isinstance(number, bool) or not isinstance(number, int):
         if isinstance(number, str) and number.strip() == str(index):
             hint = (
-                f"the index is a number, {index}, not the text {number!r}: the server command "
-                "of the course's manifests, tf.distribute.Server(..., task_index=...), "
+                f"the index is a number, {index}, not the text {number!r}: "
+                "TFConfigClusterResolver happens to convert it with int(), but the server "
+                "command of the course's manifests, tf.distribute.Server(..., task_index=...), "
                 "refuses a str (TypeError)"
             )
         elif isinstance(number, int) and number == index + 1:
@@ -210,53 +221,124 @@ def _check_cluster(got: Any, want: dict, what: str, task_: Task) -> None:
     raise Wrong(expected_got(want, got, f'{what}, "cluster"'), hint)
 
 
-def tensorflow_refusal(config: Mapping) -> str | None:
-    """TensorFlow's own verdict on a parsed ``TF_CONFIG``: the message of
-    ``multi_worker_util._validate_cluster_spec`` (what ``MultiWorkerMirroredStrategy`` and
-    ``ParameterServerStrategy`` check), or ``None`` if it accepts it. Imports TensorFlow."""
-    import sys
+class TensorFlowRefusal(Exception):
+    """TensorFlow could not read a ``TF_CONFIG``, or refused it; the message is TensorFlow's."""
 
-    if "tensorflow" not in sys.modules:  # quiet, as the course's Setup cells are
+
+@contextlib.contextmanager
+def tf_config_environment(text: str | None):
+    """``TF_CONFIG`` set to ``text`` (absent for ``None``) for the ``with`` block, and put back
+    as it was after it, whatever happens in the block."""
+    old = os.environ.get(TF_CONFIG)
+    if text is None:
+        os.environ.pop(TF_CONFIG, None)
+    else:
+        os.environ[TF_CONFIG] = text
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(TF_CONFIG, None)
+        else:
+            os.environ[TF_CONFIG] = old
+
+
+def import_tensorflow():
+    """TensorFlow, quiet as the course's Setup cells make it (the lab's Setup imports it)."""
+    if "tensorflow" not in sys.modules:
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
     import tensorflow as tf
-    from tensorflow.python.distribute import multi_worker_util
 
     tf.get_logger().setLevel("ERROR")
-    task_ = config["task"]
+    return tf
+
+
+def tensorflow_reads(text: str | None) -> tuple[str | None, int | None, dict]:
+    """``(task_type, task_id, cluster)`` as TensorFlow's ``TFConfigClusterResolver`` reads them
+    with ``TF_CONFIG`` set to ``text`` (for the call only): what every ``tf.distribute``
+    strategy asks it. Raises :class:`TensorFlowRefusal` with TensorFlow's message."""
+    tf = import_tensorflow()
     try:
-        multi_worker_util._validate_cluster_spec(config["cluster"], task_["type"], task_["index"])
+        with tf_config_environment(text):
+            resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+            return resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()
     except Exception as exc:  # noqa: BLE001 - TensorFlow's message is the verdict
-        return f"{type(exc).__name__}: {exc}"
+        raise TensorFlowRefusal(f"{type(exc).__name__}: {exc}") from None
+
+
+def tensorflow_view(text: str) -> dict:
+    """What a ``tf.distribute`` program makes of the ``TF_CONFIG`` ``text``.
+
+    ``TFConfigClusterResolver`` reads it from the environment (:func:`tensorflow_reads`);
+    ``multi_worker_util._validate_cluster_spec`` checks the cluster and the task, as
+    ``MultiWorkerMirroredStrategy`` and ``ParameterServerStrategy`` do when they are created;
+    and for a ``chief`` or ``worker`` task, the cluster logic ``MultiWorkerMirroredStrategy``
+    runs next (``worker_count``, ``id_in_cluster``, ``is_chief``). Returns ``{"type", "index",
+    "cluster"}``, plus ``"workers"``, ``"id"`` and ``"chief"`` for a chief or worker task.
+    Raises :class:`TensorFlowRefusal` with TensorFlow's message. Starts no server."""
+    task_type, task_id, cluster = tensorflow_reads(text)
+    from tensorflow.python.distribute import multi_worker_util as rules
+
+    seen: dict[str, Any] = {"type": task_type, "index": task_id, "cluster": cluster}
+    try:
+        rules._validate_cluster_spec(cluster, task_type, task_id)
+        if task_type in ("chief", "worker"):
+            seen["workers"] = rules.worker_count(cluster, task_type)
+            seen["id"] = rules.id_in_cluster(cluster, task_type, task_id)
+            seen["chief"] = rules.is_chief(cluster, task_type, task_id)
+    except Exception as exc:  # noqa: BLE001 - TensorFlow's message is the verdict
+        message = f"{type(exc).__name__}: {exc}"
+        raise TensorFlowRefusal(message.split(" and the cluster spec is")[0]) from None
+    return seen
+
+
+def _hint_of(check, *args) -> str | None:
+    try:
+        check(*args)
+    except Wrong as exc:
+        return exc.hint or exc.detail
     return None
 
 
-def _check_strategy_jobs(got: Any, where: str) -> None:
-    """An answer whose cluster holds a job no strategy accepts, given to TensorFlow."""
-    cluster = got["cluster"]
-    if not isinstance(cluster, Mapping) or set(cluster) <= set(STRATEGY_JOBS):
-        return
-    other = sorted(str(job) for job in cluster if job not in STRATEGY_JOBS)
-    refusal = tensorflow_refusal(got)
-    if refusal is None:
-        return
+def _tensorflow_check(text: str, value: dict, want: dict, where: str, task_: Task) -> dict:
+    """The answer's ``TF_CONFIG`` given to TensorFlow (:func:`tensorflow_view`); a refusal is
+    wrong, with TensorFlow's message and the course's hint for the mistake behind it."""
+    try:
+        return tensorflow_view(text)
+    except TensorFlowRefusal as exc:
+        refusal = str(exc)
+    cluster = value["cluster"]
+    if isinstance(cluster, Mapping) and not set(cluster) <= set(STRATEGY_JOBS):
+        other = sorted(str(job) for job in cluster if job not in STRATEGY_JOBS)
+        hint = (
+            f"a strategy's TF_CONFIG lists only the jobs {', '.join(STRATEGY_JOBS)}: leave "
+            f"{', '.join(map(repr, other))} out of \"cluster\" (a client job such as 'host' "
+            "belongs only in the ClusterSpec of plain servers)"
+        )
+    else:
+        hint = _hint_of(_check_task, value["task"], want["task"], where) or _hint_of(
+            _check_cluster, value["cluster"], want["cluster"], where, task_
+        )
     raise Wrong(
         f"for {where}: TensorFlow refuses your TF_CONFIG, as every tf.distribute strategy "
-        f"would: {refusal.split(' and the cluster spec is')[0]}",
-        f"a strategy's TF_CONFIG lists only the jobs {', '.join(STRATEGY_JOBS)}: leave "
-        f"{', '.join(map(repr, other))} out of \"cluster\" (a client job such as 'host' "
-        "belongs only in the ClusterSpec of plain servers)",
+        f"would: {refusal}",
+        hint
+        or "the task must be one of the cluster's tasks: its job, and an index below "
+        "that job's number of tasks",
     )
 
 
 @task(LAB, 1)
 def task1(answer: Any, cluster: Any) -> str:
     """``tf_config_for(cluster, job, index) -> str``: the ``TF_CONFIG`` JSON of one task.
-    Checked on :func:`task1_cases`: the text must be JSON, and the parsed object must equal
-    that of :func:`dtf.cluster.spec.tf_config`, ``{"cluster": ..., "task": {"type", "index"}}``
-    (the index a number, the cluster without jobs other than chief, worker, ps and
-    evaluator), with no other key. A cluster with another job (the post's ``host``) is given
-    to TensorFlow's own validation (:func:`tensorflow_refusal`), whose message is shown."""
+    Checked on :func:`task1_cases`: the text must be a JSON object with the keys ``cluster``
+    and ``task``; TensorFlow must read it and accept it (:func:`tensorflow_view`: its
+    resolver, its validation of strategy clusters, and for a chief or worker the cluster logic
+    of ``MultiWorkerMirroredStrategy``), and what it read must be the task and the cluster of
+    :func:`dtf.cluster.spec.tf_config` (the index a number in the JSON, the cluster without
+    jobs other than chief, worker, ps and evaluator). TensorFlow's message is shown when it
+    refuses, with the course's hint for the mistake behind it."""
     try:
         cases = task1_cases(cluster)
     except ClusterConfigError as exc:
@@ -264,6 +346,7 @@ def task1(answer: Any, cluster: Any) -> str:
             f"the checker cannot use the lab's cluster: {exc}",
             "run the Setup cell (it reads CLUSTER_FILE), then this one",
         ) from None
+    views: list[tuple[Task, dict]] = []
     for what, jobs, task_ in cases:
         where = f"{task_} of {what}"
         got = call_function(answer, copy.deepcopy(jobs), task_.job, task_.index)
@@ -280,22 +363,111 @@ def task1(answer: Any, cluster: Any) -> str:
             raise Wrong(
                 expected_got(["cluster", "task"], sorted(value), f"{where}, the keys"), hint
             )
-        _check_task(value["task"], want["task"], where)
-        _check_strategy_jobs(value, where)
-        _check_cluster(value["cluster"], want["cluster"], where, task_)
+        seen = _tensorflow_check(got, value, want, where, task_)
+        _check_task(value["task"], want["task"], where)  # the index a number, as JSON
+        if (seen["type"], seen["index"]) != (task_.job, task_.index):
+            raise Wrong(
+                expected_got(str(task_), f"{seen['type']}/{seen['index']}", where),
+                'TFConfigClusterResolver reads task_type from task["type"] and task_id from '
+                'task["index"]',
+            )
+        _check_cluster(seen["cluster"], want["cluster"], where, task_)
+        views.append((task_, seen))
     clusters = len(dict.fromkeys(what for what, _, _ in cases))
+    task_, seen = views[0]
+    role = "the chief" if seen.get("chief") else f"not the chief, worker id {seen.get('id')}"
     return (
-        f"{len(cases)} tasks of {clusters} clusters give the TF_CONFIG of "
-        "dtf.cluster.spec.tf_config: the cluster's chief, worker, ps and evaluator jobs, the "
-        "task's job and its index, a number"
+        f"{len(cases)} tasks of {clusters} clusters: TensorFlow's TFConfigClusterResolver reads "
+        "from each TF_CONFIG the task and the cluster that task must see, and TensorFlow "
+        f"accepts it; for {task_} of the lab's cluster, MultiWorkerMirroredStrategy would count "
+        f"{seen.get('workers')} workers, this one {role}"
     )
 
 
 # --------------------------------------------------------------------------- task 2
 
+#: What ``TF_CONFIG`` holds while Task 2's answer is called: absent, or another task's text.
+OTHER_TF_CONFIG = json.dumps(
+    {
+        "cluster": {"worker": ["elsewhere:2222", "elsewhere:2223"]},
+        "task": {"type": "worker", "index": 1},
+    }
+)
 
-def task2_cases(name: str, counts: Mapping[str, int], port: int) -> list[tuple[str, dict, int]]:
-    """``(name, counts, port)`` of the deployments Task 2 is checked on: the lab's, then
+
+def task2_cases(cluster: Mapping[str, list]) -> list[tuple[str, str, str | None]]:
+    """``(what, TF_CONFIG text, TF_CONFIG before the call)``: the texts of
+    :func:`dtf.cluster.spec.tf_config` for Task 1's tasks, each called once with
+    ``TF_CONFIG`` absent and, for the first, once more with it set to :data:`OTHER_TF_CONFIG`."""
+    texts = [(f"{t} of {what}", tf_config(jobs, t)) for what, jobs, t in task1_cases(cluster)]
+    cases: list[tuple[str, str, str | None]] = [(what, text, None) for what, text in texts]
+    what, text = texts[0]
+    cases.append((f"{what}, with TF_CONFIG already set", text, OTHER_TF_CONFIG))
+    return cases
+
+
+def _reads_hint(got: Any, want: tuple, before: str | None, text: str) -> str:
+    if before is not None and got == tensorflow_reads(before):
+        return (
+            "that is what the TF_CONFIG already set before your function holds: set "
+            "os.environ['TF_CONFIG'] = tf_config before you ask the resolver"
+        )
+    if got == (None, None, {}):
+        return (
+            "the resolver found no TF_CONFIG: it reads os.environ['TF_CONFIG'] when asked, and "
+            "takes no TF_CONFIG argument, so set the variable to tf_config first"
+        )
+    if isinstance(got, tuple) and len(got) == 3 and not isinstance(got[2], Mapping):
+        return "the cluster as a dict: resolver.cluster_spec().as_dict(), not the ClusterSpec"
+    return (
+        "return (resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()) of a "
+        "TFConfigClusterResolver created while TF_CONFIG holds tf_config"
+    )
+
+
+@task(LAB, 2)
+def task2(answer: Any, cluster: Any) -> str:
+    """``tensorflow_reads(tf_config) -> (task_type, task_id, cluster dict)``: what TensorFlow's
+    ``TFConfigClusterResolver`` reads with ``TF_CONFIG`` set to ``tf_config`` for the call
+    only. Checked on :func:`task2_cases` against the resolver's own answer
+    (:func:`tensorflow_reads`); ``TF_CONFIG`` must be as before after every call."""
+    try:
+        cases = task2_cases(cluster)
+    except ClusterConfigError as exc:
+        raise Wrong(
+            f"the checker cannot use the lab's cluster: {exc}",
+            "run the Setup cell (it reads CLUSTER_FILE), then this one",
+        ) from None
+    for what, text, before in cases:
+        want = tensorflow_reads(text)
+        with tf_config_environment(before):
+            got = call_function(answer, text)
+            after = os.environ.get(TF_CONFIG)
+        if after != before:
+            was = "absent" if before is None else "another task's TF_CONFIG"
+            raise Wrong(
+                f"for {what}: TF_CONFIG was {was} before your function and "
+                f"{'absent' if after is None else short(after)} after it",
+                "put TF_CONFIG back as it was, in a finally: block (the old value, or del when "
+                "there was none): every strategy this process creates later reads it too",
+            )
+        if isinstance(got, list):
+            got = tuple(got)
+        if got != want:
+            raise Wrong(expected_got(want, got, what), _reads_hint(got, want, before, text))
+    what, text, _ = cases[0]
+    task_type, task_id, jobs = tensorflow_reads(text)
+    return (
+        f"{len(cases)} TF_CONFIGs read as TensorFlow reads them, TF_CONFIG left as it was; "
+        f"for {what}: task_type {task_type!r}, task_id {task_id}, jobs {sorted(jobs)}"
+    )
+
+
+# --------------------------------------------------------------------------- task 3
+
+
+def task3_cases(name: str, counts: Mapping[str, int], port: int) -> list[tuple[str, dict, int]]:
+    """``(name, counts, port)`` of the deployments Task 3 is checked on: the lab's, then
     :data:`OTHER_DEPLOYMENTS` (one with a ``ps`` job)."""
     cases = [(name, dict(counts), port), *((n, dict(c), p) for n, c, p in OTHER_DEPLOYMENTS)]
     unique: list[tuple[str, dict, int]] = []
@@ -336,14 +508,14 @@ def _address_hint(got: Any, name: str, job: str, index: int, port: int) -> str:
     return f"task i of job J is NAME-J-i.NAME:PORT: here {pod}.{name}:{port}"
 
 
-@task(LAB, 2)
-def task2(answer: Any, name: str, counts: Any, port: int) -> str:
+@task(LAB, 3)
+def task3(answer: Any, name: str, counts: Any, port: int) -> str:
     """``pod_addresses(name, counts, port) -> {job: [address, ...]}``: task ``i`` of job
     ``J`` is ``NAME-J-i.NAME:PORT`` (the pod of index ``i`` of the Indexed Job ``NAME-J``,
     under the headless Service ``NAME``). Checked against :func:`dtf.deploy.pod_dns_names`
-    on :func:`task2_cases`."""
+    on :func:`task3_cases`."""
     try:
-        cases = task2_cases(name, counts, port)
+        cases = task3_cases(name, counts, port)
         expected = [deploy.pod_dns_names(c, n, p) for n, c, p in cases]
     except (ClusterConfigError, TypeError, ValueError) as exc:
         raise Wrong(
@@ -393,7 +565,7 @@ def task2(answer: Any, name: str, counts: Any, port: int) -> str:
     )
 
 
-# --------------------------------------------------------------------------- task 3
+# --------------------------------------------------------------------------- task 4
 
 
 def _containers(spec: dict) -> list[dict]:
@@ -423,7 +595,7 @@ def break_tfjob(manifest: Mapping, variant: int = 0) -> dict:
     return broken
 
 
-def task3_cases(name: str) -> list[tuple[str, dict, dict]]:
+def task4_cases(name: str) -> list[tuple[str, dict, dict]]:
     """``(what, broken, expected)``: the lab's broken TFJob (variant 0, named ``name``),
     variant 1 of another layout, and a valid TFJob, which must come back unchanged."""
     good = deploy.tfjob(LAYOUT, name=name)
@@ -498,14 +670,14 @@ def _validator_hint(message: str) -> str:
     return "read the validator's message: each problem is one path and what is wrong there"
 
 
-@task(LAB, 3)
-def task3(answer: Any, name: str) -> str:
+@task(LAB, 4)
+def task4(answer: Any, name: str) -> str:
     """``repair(manifest) -> dict``: a fixed copy of a broken ``TFJob``, the input unchanged.
-    Checked on :func:`task3_cases`: the input must be left as it was, the result must pass
+    Checked on :func:`task4_cases`: the input must be left as it was, the result must pass
     :func:`dtf.deploy.validate`, have the replica counts of the valid manifest and equal it
     (a repair changes nothing else)."""
     try:
-        cases = task3_cases(name)
+        cases = task4_cases(name)
     except ClusterConfigError as exc:
         raise Wrong(
             f"the checker cannot build the lab's TFJob: {exc}",
@@ -554,10 +726,10 @@ def task3(answer: Any, name: str) -> str:
     )
 
 
-# --------------------------------------------------------------------------- task 4
+# --------------------------------------------------------------------------- task 5
 
 
-def task4_cases(name: str, port: int) -> list[tuple[str, list[dict], dict, Task]]:
+def task5_cases(name: str, port: int) -> list[tuple[str, list[dict], dict, Task]]:
     """``(what, manifests, cluster, task)``: pods of the lab's Indexed Jobs of
     :data:`LAYOUT` (``name``, ``port``), and of another deployment whose manifests come in
     another order."""
@@ -576,15 +748,15 @@ def task4_cases(name: str, port: int) -> list[tuple[str, list[dict], dict, Task]
     ]
 
 
-@task(LAB, 4, optional=True)
-def task4(answer: Any, name: str, port: int) -> str:
+@task(LAB, 5, optional=True)
+def task5(answer: Any, name: str, port: int) -> str:
     """``tf_config_in_pod(manifests, job, index) -> dict``: the ``TF_CONFIG`` (parsed) of the
     pod of ``index`` of the Indexed Job of ``job``, once Kubernetes has replaced
-    ``$(TASK_INDEX)``. Checked on :func:`task4_cases`: it must equal Task 1's ``TF_CONFIG``
-    of that task for Task 2's cluster (:func:`dtf.cluster.spec.tf_config` of
+    ``$(TASK_INDEX)``. Checked on :func:`task5_cases`: it must equal Task 1's ``TF_CONFIG``
+    of that task for Task 3's cluster (:func:`dtf.cluster.spec.tf_config` of
     :func:`dtf.deploy.pod_dns_names`)."""
     try:
-        cases = task4_cases(name, port)
+        cases = task5_cases(name, port)
     except ClusterConfigError as exc:
         raise Wrong(
             f"the checker cannot build the lab's Indexed Jobs: {exc}",
@@ -636,6 +808,6 @@ def task4(answer: Any, name: str, port: int) -> str:
             )
     what, _, cluster, task_ = cases[0]
     return (
-        f"{len(cases)} pods get the TF_CONFIG that Task 1 writes for Task 2's cluster; "
+        f"{len(cases)} pods get the TF_CONFIG that Task 1 writes for Task 3's cluster; "
         f"pod {task_.index} of {name}-{task_.job} is {task_} at {cluster[task_.job][task_.index]}"
     )
