@@ -618,7 +618,8 @@ def test_task5_right() -> None:
     first = lab07.task5(tf_config_in_pod, NAME, PORT)
     assert first.correct and first.message == (
         "Task 5: correct. 4 pods get the TF_CONFIG that Task 1 writes for Task 3's cluster; "
-        "pod 2 of dtf-cluster-worker is worker/2 at dtf-cluster-worker-2.dtf-cluster:2222."
+        "pod 2 of dtf-cluster-worker is worker/2 at dtf-cluster-worker-2.dtf-cluster:2222, "
+        "read by TensorFlow's resolver as worker/2."
     )
     assert lab07.task5(tf_config_in_pod, NAME, PORT).message == first.message
 

@@ -754,7 +754,8 @@ def task5(answer: Any, name: str, port: int) -> str:
     pod of ``index`` of the Indexed Job of ``job``, once Kubernetes has replaced
     ``$(TASK_INDEX)``. Checked on :func:`task5_cases`: it must equal Task 1's ``TF_CONFIG``
     of that task for Task 3's cluster (:func:`dtf.cluster.spec.tf_config` of
-    :func:`dtf.deploy.pod_dns_names`)."""
+    :func:`dtf.deploy.pod_dns_names`), and TensorFlow must read it as that task
+    (:func:`tensorflow_view`)."""
     try:
         cases = task5_cases(name, port)
     except ClusterConfigError as exc:
@@ -762,6 +763,7 @@ def task5(answer: Any, name: str, port: int) -> str:
             f"the checker cannot build the lab's Indexed Jobs: {exc}",
             "fix NAME or PORT in the parameters cell and run the lab from the top",
         ) from None
+    views: list[dict] = []
     for what, manifests, cluster, task_ in cases:
         where = f"pod {task_.index} of the {task_.job!r} Job of {what}"
         want = json.loads(tf_config(cluster, task_))
@@ -806,8 +808,16 @@ def task5(answer: Any, name: str, port: int) -> str:
                 expected_got(want, dict(got), where),
                 "return the whole TF_CONFIG of that container, parsed: cluster and task",
             )
+        # What the pod's strategy will make of it: TensorFlow's own reading and validation.
+        try:
+            seen = tensorflow_view(json.dumps(dict(got)))
+        except TensorFlowRefusal as exc:  # equal to the course's: only if TensorFlow changed
+            raise Wrong(f"for {where}: TensorFlow refuses the pod's TF_CONFIG: {exc}") from None
+        views.append(seen)
     what, _, cluster, task_ = cases[0]
+    seen = views[0]
     return (
         f"{len(cases)} pods get the TF_CONFIG that Task 1 writes for Task 3's cluster; "
-        f"pod {task_.index} of {name}-{task_.job} is {task_} at {cluster[task_.job][task_.index]}"
+        f"pod {task_.index} of {name}-{task_.job} is {task_} at {cluster[task_.job][task_.index]}, "
+        f"read by TensorFlow's resolver as {seen['type']}/{seen['index']}"
     )
