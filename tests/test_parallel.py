@@ -1,16 +1,19 @@
-"""Tests for ``dtf.parallel``: layer groups, the GPipe schedule and its bubble, byte counts
-against hand-computed values, stages whose variables and backward passes live on their own
-devices, and a pipeline that computes the model-parallel (and data-parallel) gradients.
+"""Tests for ``dtf.parallel`` and ``dtf.pipeline`` (generated from notebook 04's cells): layer
+groups, the GPipe schedule and its bubble, byte counts against hand-computed values, stages
+whose variables and backward passes live on their own devices, and a pipeline that computes
+the model-parallel (and data-parallel) gradients.
 
 Shapes, schedules and argument checks run in this process without TensorFlow. Everything that
-runs TensorFlow runs in one fresh interpreter with three logical CPUs (TensorFlow fixes its
-device layout once per process), which checks several things and prints one JSON line.
+runs TensorFlow (``dtf.pipeline`` imports it) runs in one fresh interpreter with three logical
+CPUs (TensorFlow fixes its device layout once per process), which checks several things and
+prints one JSON line.
 """
 
 from __future__ import annotations
 
 import itertools
 
+import numpy as np
 import pytest
 
 from dtf import parallel
@@ -140,14 +143,18 @@ def test_initial_weights_are_seeded_glorot():
         (lambda: parallel.build_stages((4, 2), []), "devices is empty"),
         (lambda: parallel.build_stages((4, 3, 2), ["/cpu:0"], num_stages=3), "at most 2"),
         (lambda: parallel.build_replicas((4, 2), []), "devices is empty"),
-        (lambda: parallel.make_pipeline_step([], 0.1), "stages is empty"),
-        (lambda: parallel.make_pipeline_step([object()], 0.1, 0), "micro_batches"),
-        (lambda: parallel.make_data_parallel_step([], 0.1), "replicas is empty"),
-        (lambda: parallel.make_pipeline_step([object()], True), "learning_rate"),
-        (lambda: parallel.make_pipeline_step([object()], -0.1), "learning_rate"),
-        (lambda: parallel.make_data_parallel_step([object()], float("nan")), "learning_rate"),
-        (lambda: parallel.pipeline_gradients([], None, None), "stages is empty"),
-        (lambda: parallel.data_parallel_gradients([], None, None), "replicas is empty"),
+        (lambda: parallel.check_stages([]), "stages is empty: build them with build_stages"),
+        (lambda: parallel.check_stages((), "replicas"), "replicas is empty: .*build_replicas"),
+        (lambda: parallel.check_micro_batches(0), "micro_batches must be at least 1"),
+        (lambda: parallel.check_micro_batches(2.0), "micro_batches must be a whole number"),
+        (lambda: parallel.check_learning_rate(True), "learning_rate must be a number"),
+        (lambda: parallel.check_learning_rate("0.1"), "learning_rate must be a number"),
+        (lambda: parallel.check_learning_rate(-0.1), "learning_rate must be a finite number"),
+        (lambda: parallel.check_learning_rate(0), "learning_rate must be a finite number"),
+        (lambda: parallel.check_learning_rate(float("nan")), "learning_rate"),
+        (lambda: parallel.check_learning_rate(float("inf")), "learning_rate"),
+        (lambda: parallel.check_equal_split(12, 10, 2), "x has 12 examples but y has 10"),
+        (lambda: parallel.check_equal_split(12, 12, 0), "micro_batches"),
     ],
 )
 def test_bad_arguments_fail_before_tensorflow(call, message):
@@ -155,15 +162,58 @@ def test_bad_arguments_fail_before_tensorflow(call, message):
         call()
 
 
+def test_the_argument_checks_pass_good_values_through():
+    assert parallel.check_stages(iter([1, 2])) == [1, 2]
+    assert parallel.check_learning_rate(1) == 1.0 and type(parallel.check_learning_rate(1)) is float
+    assert parallel.check_micro_batches(np.int64(4)) == 4
+    for examples, labels in [(12, 12), (None, None), (None, 12), (12, None)]:
+        assert parallel.check_equal_split(examples, labels, 4) is None
+
+
+def test_an_unequal_split_is_refused_with_the_counts_that_work():
+    with pytest.raises(ValueError) as info:
+        parallel.check_equal_split(12, 12, 5)
+    msg = str(info.value)
+    assert "12 examples" in msg and "5 equal micro-batches" in msg and "12 % 5 = 2" in msg
+    assert "[1, 2, 3, 4, 6, 12]" in msg
+
+
 def test_import_does_not_import_tensorflow():
+    """``import dtf.parallel`` leaves TensorFlow alone; the functions generated from the
+    notebook (which import it) are listed and found only when asked for."""
     proc = run_script(
         """
         import sys
         import dtf.parallel
-        print("tensorflow" in sys.modules, "keras" in sys.modules)
+        names = set(dir(dtf.parallel))
+        print("tensorflow" in sys.modules, "keras" in sys.modules, "dtf.pipeline" in sys.modules)
+        print(all(n in names for n in dtf.parallel.PIPELINE_NAMES))
+        try:
+            dtf.parallel.no_such_function
+        except AttributeError as err:
+            print(err)
+        print("tensorflow" in sys.modules)
         """
     )
-    assert proc.stdout.strip() == "False False"
+    assert proc.stdout.splitlines() == [
+        "False False False",
+        "True",
+        "module 'dtf.parallel' has no attribute 'no_such_function'",
+        "False",
+    ]
+
+
+def test_pipeline_names_are_the_generated_modules_functions():
+    """Every name ``dtf.parallel`` re-exports is a function defined in ``dtf.pipeline`` (read
+    without importing it), and every public function there is re-exported."""
+    import ast
+
+    from tests.conftest import ROOT
+
+    tree = ast.parse((ROOT / "src/dtf/pipeline.py").read_text(encoding="utf-8"))
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert set(parallel.PIPELINE_NAMES) == {n for n in defined if not n.startswith("_")}
+    assert set(parallel.PIPELINE_NAMES) <= set(parallel.__all__)
 
 
 # --------------------------------------------------------------------------------------------
@@ -175,6 +225,7 @@ import numpy as np
 out = os.fdopen(os.dup(1), "w")  # placement.capture() reroutes descriptor 1: keep a copy
 from dtf import quiet
 quiet.quiet()
+from dtf import pipeline  # first: the generated module imports all it needs by itself
 import tensorflow as tf
 from dtf import devices, parallel, placement
 
@@ -188,6 +239,27 @@ def error(fn):
     except ValueError as err:
         return str(err)
     return ""
+
+def bad(fn):  # bad arguments: the error, raised before any TensorFlow op
+    try:
+        fn()
+    except (TypeError, ValueError) as err:
+        return f"{type(err).__name__}: {err}"
+    return ""
+
+r["bad"] = [
+    bad(lambda: pipeline.make_pipeline_step([], 0.1)),
+    bad(lambda: pipeline.make_pipeline_step([object()], 0.1, 0)),
+    bad(lambda: pipeline.make_data_parallel_step([], 0.1)),
+    bad(lambda: pipeline.make_pipeline_step([object()], True)),
+    bad(lambda: pipeline.make_pipeline_step([object()], -0.1)),
+    bad(lambda: pipeline.make_data_parallel_step([object()], float("nan"))),
+    bad(lambda: pipeline.pipeline_gradients([], None, None)),
+    bad(lambda: pipeline.data_parallel_gradients([], None, None)),
+]
+r["reexported"] = [
+    n for n in parallel.PIPELINE_NAMES if getattr(parallel, n) is not getattr(pipeline, n)
+]
 
 stages = parallel.build_stages(SIZES, names, seed=3)
 r["stages"] = [[list(s.layer_indices), placement.short_device(s.device)] for s in stages]
@@ -227,12 +299,12 @@ def reference(x, y):  # one tape, no devices: the textbook gradient
 
 @tf.function
 def piped(x, y, m):
-    loss, grads = parallel.pipeline_gradients(stages, x, y, m)
+    loss, grads = pipeline.pipeline_gradients(stages, x, y, m)
     return loss, [g for gs in grads for g in gs]
 
 @tf.function
 def data_par(x, y):
-    return parallel.data_parallel_gradients(replicas, x, y)
+    return pipeline.data_parallel_gradients(replicas, x, y)
 
 def gap(a, b):
     return max(float(np.max(np.abs(p.numpy() - q.numpy()))) for p, q in zip(a, b, strict=True))
@@ -256,7 +328,7 @@ r["uneven"] = error(lambda: piped(x, y, 5))
 r["labels"] = ys[0].tolist()
 r["split"] = [
     [int(p[0].shape[0]), p[1].numpy().tolist()]
-    for p in parallel.split_micro_batches(xs[0], ys[0], 3)
+    for p in pipeline.split_micro_batches(xs[0], ys[0], 3)
 ]
 
 # Training: plain model parallel, a 4-micro-batch pipeline and data parallel, same batches
@@ -264,11 +336,11 @@ mp = parallel.build_stages(SIZES, names, seed=3)
 pp = parallel.build_stages(SIZES, names, seed=3)
 dp_reps = parallel.build_replicas(SIZES, names, seed=3)
 steps = [
-    parallel.make_pipeline_step(mp, 0.5),
-    parallel.make_pipeline_step(pp, 0.5, 4),
-    parallel.make_data_parallel_step(dp_reps, 0.5),
+    pipeline.make_pipeline_step(mp, 0.5),
+    pipeline.make_pipeline_step(pp, 0.5, 4),
+    pipeline.make_data_parallel_step(dp_reps, 0.5),
 ]
-first = [float(parallel.pipeline_gradients(mp, x, y)[0])]
+first = [float(pipeline.pipeline_gradients(mp, x, y)[0])]
 with placement.capture() as log:
     losses = [[float(step(xs[i], ys[i])) for step in steps] for i in range(12)]
 t = log.table
@@ -292,6 +364,30 @@ out.flush()
 @pytest.fixture(scope="module")
 def result() -> dict:
     return last_json(run_script(SCRIPT, timeout=240))
+
+
+@pytest.mark.slow
+def test_bad_arguments_of_the_notebooks_functions_fail_before_any_op(result):
+    """The step builders and gradient functions written in notebook 04 check their arguments
+    (with ``dtf.parallel``'s checks) before they build anything."""
+    expected = [
+        "ValueError: stages is empty",
+        "ValueError: micro_batches must be at least 1",
+        "ValueError: replicas is empty",
+        "TypeError: learning_rate must be a number",
+        "ValueError: learning_rate must be a finite number > 0",
+        "ValueError: learning_rate must be a finite number > 0",
+        "ValueError: stages is empty",
+        "ValueError: replicas is empty",
+    ]
+    assert len(result["bad"]) == len(expected)
+    for got, start in zip(result["bad"], expected, strict=True):
+        assert got.startswith(start), (got, start)
+
+
+@pytest.mark.slow
+def test_dtf_parallel_re_exports_the_generated_functions(result):
+    assert result["reexported"] == []
 
 
 @pytest.mark.slow
