@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from dtf.multiworker import (
+    DEFAULT_PROGRAM,
     DEFAULT_START_METHOD,
     EXIT_DEADLINE,
     EXIT_PREEMPTED,
@@ -29,6 +30,7 @@ from dtf.multiworker import (
     WorkerError,
     WorkerTimeoutError,
     error_summary,
+    hooks,
 )
 from dtf.multiworker import program as mw_program
 
@@ -55,6 +57,13 @@ def assert_gone(pids, within: float = GONE_WITHIN_S) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"still running after {within} s: {[p for p in pids if _alive(p)]}")
+
+
+def assert_all_ok(run, results) -> None:
+    """Every worker of ``run`` exited with code 0; otherwise show what each one logged."""
+    codes = [r.returncode for r in results.values()]
+    logs = "\n".join(f"--- worker {t}: {run.log(t)[-1500:]}" for t in run.tasks)
+    assert codes == [0] * len(codes), f"{codes}\n{logs}"
 
 
 def max_diff(a, b) -> float:
@@ -129,7 +138,7 @@ def test_a_fit_error_is_one_line_without_the_per_replica_values():
         "numpy=\narray([[0., 1.],\n       [1., 0.]])>\n}) with an unsupported type "
         "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
     )
-    message = mw_program._fit_message(ValueError(text))
+    message = hooks.fit_message(ValueError(text))
     assert message == (
         "Attempt to convert a value (PerReplica:{...}) with an unsupported type "
         "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
@@ -160,7 +169,40 @@ def test_launcher_arguments_are_checked(tmp_path):
             launcher.run(TrainConfig(pause_task=2, pause_after=3), num_workers=2)
         with pytest.raises(ValueError, match="num_workers must be at least 1"):
             launcher.run(TrainConfig(), num_workers=0)
+        with pytest.raises(FileNotFoundError, match="no program file"):
+            launcher.run(TrainConfig(), num_workers=2, program=tmp_path / "missing.py")
     assert tmp_path.is_dir(), "a folder given by the caller is the caller's"
+
+
+def test_the_default_program_is_the_one_notebook_11_exports():
+    """The launcher's default program is the package module generated from notebook 11."""
+    text = DEFAULT_PROGRAM.read_text(encoding="utf-8")
+    header = "".join(line for line in text.splitlines()[:3])
+    assert "GENERATED" in header and "notebooks/11_multi_worker_and_fault_tolerance.ipynb" in header
+    for api in (
+        "MultiWorkerMirroredStrategy()",
+        "CheckpointManager",
+        "PreemptionCheckpointHandler",
+    ):
+        assert api in text
+    assert mw_program.EXIT_PREEMPTED == EXIT_PREEMPTED == 42
+
+
+def test_a_worker_run_by_hand_prints_its_events(capsys, monkeypatch):
+    """Outside a launcher, Worker.current() reads DTF_TRAIN_CONFIG and TF_CONFIG and prints."""
+    monkeypatch.setattr(hooks, "_CURRENT", None)
+    monkeypatch.setenv(hooks.CONFIG_ENV, TrainConfig(steps=3).to_json())
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {}, "task": {"index": 1}}))
+    worker = hooks.Worker.current()
+    assert worker.config.steps == 3 and worker.task == 1 and worker.run_dir is None
+    worker.emit("step", step=2, loss=0.5)
+    assert json.loads(capsys.readouterr().out) == {
+        "event": "step",
+        "task": 1,
+        "step": 2,
+        "loss": 0.5,
+    }
+    assert worker.step == 2
 
 
 # --------------------------------------------------------------------------- real workers
@@ -184,7 +226,7 @@ def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
     config = TrainConfig(steps=6, per_worker_batch=8, try_fit=True)
     run = launcher.run(config, num_workers=2)
     results = run.wait(timeout=RUN_S)
-    assert [r.returncode for r in results.values()] == [0, 0], run.log(0)[-2000:]
+    assert_all_ok(run, results)
     started = results[1].last("started")
     assert started["replicas"] == 2 and started["global_batch"] == 16
     assert json.loads(run.tf_config(1))["task"] == {"type": "worker", "index": 1}
@@ -205,6 +247,57 @@ def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
     assert np.allclose(losses, reported, atol=1e-5)
 
 
+TINY_PROGRAM = """
+import sys
+from dtf.multiworker.hooks import Worker
+worker = Worker.current()
+worker.emit("hello", name=__name__, argv=sys.argv, steps=worker.config.steps, task=worker.task)
+sys.exit(7 if __name__ == "__main__" else 0)
+"""
+
+
+@pytest.mark.slow
+def test_the_launcher_runs_the_program_file_it_is_given(launcher, tmp_path):
+    """A run's workers run the file named by ``program`` as ``python FILE``: a changed file
+    changes what they do (here: SGD without momentum), and the next run reads it again."""
+    import runpy
+
+    import tensorflow as tf
+
+    tiny = tmp_path / "tiny.py"
+    tiny.write_text(TINY_PROGRAM, encoding="utf-8")
+    run = launcher.run(TrainConfig(steps=5), num_workers=2, program=tiny)
+    results = run.wait(timeout=RUN_S)
+    assert [r.returncode for r in results.values()] == [7, 7], run.log(0)[-2000:]
+    hello = results[1].last("hello")
+    assert hello["name"] == "__main__" and hello["argv"] == [str(tiny.resolve())]
+    assert hello["steps"] == 5 and hello["task"] == 1 and run.program == tiny.resolve()
+
+    changed = tmp_path / "no_momentum.py"
+    text = DEFAULT_PROGRAM.read_text(encoding="utf-8")
+    assert text.count("momentum=0.9") == 1
+    changed.write_text(text.replace("momentum=0.9", "momentum=0.0"), encoding="utf-8")
+    config = TrainConfig(steps=4, per_worker_batch=8)
+    runs = {}
+    for name, program in (("default", None), ("changed", changed)):
+        run = launcher.run(config, num_workers=2, program=program)
+        assert_all_ok(run, run.wait(timeout=RUN_S))
+        runs[name] = run.weights("final", 0)[1]
+    assert max_diff(runs["default"], runs["changed"]) > 1e-4  # the file made a difference
+    # ...and it is the difference the file says: one process with the changed file's code
+    ns = runpy.run_path(str(changed))
+    model = ns["build_model"](config.seed)
+    optimizer = ns["make_optimizer"](config)
+    assert float(optimizer.momentum) == 0.0
+    optimizer.build(model.trainable_variables)
+    x, y = ns["digits_arrays"]()
+    batches = iter(ns["global_batches"](x, y, 16, config.seed))
+    step = ns["make_train_step"](tf.distribute.get_strategy(), model, optimizer, 16)
+    for _ in range(config.steps):
+        step(batches)
+    assert max_diff(model.get_weights(), runs["changed"]) < 1e-5
+
+
 @pytest.mark.slow
 def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(launcher, tmp_path):
     ckpt = dict(steps=8, per_worker_batch=8, checkpoint_dir=str(tmp_path), checkpoint_every=2)
@@ -223,7 +316,7 @@ def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(lau
 
     again = launcher.run(TrainConfig(**ckpt), num_workers=2)
     results = again.wait(timeout=RUN_S)
-    assert [r.returncode for r in results.values()] == [0, 0]
+    assert_all_ok(again, results)
     for task in again.tasks:
         step, weights = again.weights("restored", task)
         assert step == saved[0] == 4 and max_diff(weights, saved[1]) == 0.0
@@ -233,7 +326,7 @@ def test_a_killed_worker_fails_its_peer_and_a_restart_resumes_the_checkpoint(lau
     # the weights of a run of the same config (steps, seed, batch) that nobody killed.
     resumed = again.weights("final", 0)
     whole = launcher.run(TrainConfig(**{**ckpt, "checkpoint_dir": str(tmp_path / "whole")}), 2)
-    assert [r.returncode for r in whole.wait(timeout=RUN_S).values()] == [0, 0]
+    assert_all_ok(whole, whole.wait(timeout=RUN_S))
     uninterrupted = whole.weights("final", 0)
     assert resumed[0] == uninterrupted[0] == 8
     assert max_diff(resumed[1], uninterrupted[1]) <= 1e-6, max_diff(resumed[1], uninterrupted[1])
@@ -250,7 +343,7 @@ def test_a_preempted_worker_makes_every_worker_save_at_one_step(launcher, tmp_pa
     assert [r.returncode for r in results.values()] == [EXIT_PREEMPTED] * 2
     assert [r.last("preempted")["step"] for r in results.values()] == [4, 4]
     again = launcher.run(TrainConfig(**cfg), num_workers=2)
-    assert [r.returncode for r in again.wait(timeout=RUN_S).values()] == [0, 0]
+    assert_all_ok(again, again.wait(timeout=RUN_S))
     step, weights = again.weights("restored", 1)
     assert step == 4 and max_diff(weights, run.weights("preempted", 1)[1]) == 0.0
 
@@ -294,7 +387,7 @@ def test_a_new_run_stops_the_workers_of_the_previous_one(launcher):
     second = launcher.run(TrainConfig(steps=2, per_worker_batch=8), num_workers=2)
     assert not first.running
     assert_gone(pids)
-    assert [r.returncode for r in second.wait(timeout=RUN_S).values()] == [0, 0]
+    assert_all_ok(second, second.wait(timeout=RUN_S))
 
 
 @pytest.mark.slow
@@ -320,7 +413,7 @@ def test_the_spawn_start_method_runs_the_same_program(tmp_path):
     with Launcher(start_method="spawn") as launcher:
         run = launcher.run(TrainConfig(steps=3, per_worker_batch=8), num_workers=2)
         results = run.wait(timeout=RUN_S)
-        assert [r.returncode for r in results.values()] == [0, 0], run.log(0)[-2000:]
+        assert_all_ok(run, results)
         assert max_diff(run.weights("final", 0)[1], run.weights("final", 1)[1]) == 0.0
         pids = launcher.pids
     assert len(pids) == 2

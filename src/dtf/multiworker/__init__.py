@@ -42,23 +42,24 @@ Nothing hangs, nothing is left behind
     its standard input, held by the parent, reaches end of file.
 
 The program (:mod:`dtf.multiworker.program`)
-    A small Keras MLP on scikit-learn's digits, trained by a custom loop
-    (:func:`make_train_step`): ``strategy.run`` of one step per replica, the loss averaged
-    over the *global* batch with ``tf.nn.compute_average_loss``, the Keras optimizer built
-    inside ``strategy.scope()`` before the ``tf.function``. Every worker builds the same
-    seeded stream of global batches (:func:`global_batches`), sharded by ``DATA``: each
-    worker trains on its share of every global batch. Initial weights come from NumPy with
-    a seed (:func:`initial_weights`), so one process can repeat a run exactly.
+    Notebook 11 writes the worker program to a file, in parts, and runs it with
+    ``launcher.run(config, num_workers, program=PATH)``: each worker runs the file with
+    ``runpy`` as ``python PATH`` would, so a changed file changes what the next run's
+    workers do. The same cells, tagged ``export:dtf/multiworker/program.py``, generate
+    :mod:`dtf.multiworker.program` (``python -m tools.export``), the default program of a
+    :class:`Launcher`. It is a small Keras MLP on scikit-learn's digits, trained by a custom
+    loop: ``strategy.run`` of one step per replica, the loss averaged over the *global*
+    batch with ``tf.nn.compute_average_loss``, the optimizer built inside
+    ``strategy.scope()`` before the ``tf.function``; a seeded stream of global batches
+    sharded by ``DATA``; a ``tf.train.CheckpointManager`` (the chief writes
+    ``checkpoint_dir``, every other worker a folder of its own) with a restore that skips
+    the batches already trained on, or a ``PreemptionCheckpointHandler``.
 
-    :class:`TrainConfig` switches on what the failure demonstrations need: a
-    ``tf.train.CheckpointManager`` every ``checkpoint_every`` steps (the chief writes
-    ``checkpoint_dir``, every other worker a folder of its own) and a restore on start that
-    skips the batches already trained on (a distributed iterator cannot be checkpointed);
-    or a ``PreemptionCheckpointHandler`` (``preemption=True``), whose probe of a cloud
-    metadata server goes to a closed loopback port (``GCE_METADATA_IP``); ``pause_task``
-    makes that worker wait after ``pause_after`` steps until :meth:`WorkerRun.resume`, so a
-    failure is provoked at a known step; ``try_fit`` first tries Keras ``model.fit`` under
-    the strategy and reports what happens.
+    What is not TensorFlow is :mod:`dtf.multiworker.hooks`: :class:`TrainConfig`, the
+    events, and the pause (``pause_task`` / ``pause_after``: that worker waits after that
+    step until :meth:`WorkerRun.resume`, so a failure is provoked at a known step). The
+    handler's probe of a cloud metadata server goes to a closed loopback port
+    (``GCE_METADATA_IP``).
 
 Events
     Each worker reports what it does as events (``started``, ``fit``, ``restored``,
@@ -69,7 +70,17 @@ Events
     happened, without the stack of file paths.
 """
 
+from dtf.multiworker.hooks import (
+    EXIT_DEADLINE,
+    EXIT_ERROR,
+    EXIT_PREEMPTED,
+    TrainConfig,
+    Worker,
+    digits_arrays,
+    error_summary,
+)
 from dtf.multiworker.launcher import (
+    DEFAULT_PROGRAM,
     DEFAULT_START_METHOD,
     READY_TIMEOUT_S,
     Launcher,
@@ -79,13 +90,7 @@ from dtf.multiworker.launcher import (
     WorkerTimeoutError,
 )
 from dtf.multiworker.program import (
-    EXIT_DEADLINE,
-    EXIT_ERROR,
-    EXIT_PREEMPTED,
-    TrainConfig,
     build_model,
-    digits_arrays,
-    error_summary,
     global_batches,
     initial_weights,
     make_optimizer,
@@ -93,6 +98,7 @@ from dtf.multiworker.program import (
 )
 
 __all__ = [
+    "DEFAULT_PROGRAM",
     "DEFAULT_START_METHOD",
     "EXIT_DEADLINE",
     "EXIT_ERROR",
@@ -104,6 +110,7 @@ __all__ = [
     "WorkerResult",
     "WorkerRun",
     "WorkerTimeoutError",
+    "Worker",
     "build_model",
     "digits_arrays",
     "error_summary",

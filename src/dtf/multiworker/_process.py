@@ -4,12 +4,13 @@
 The launcher imports TensorFlow, Keras and the digits data once (no op, no server), then
 forks one worker per command read from its standard input. Protocol, one JSON object per
 line: standard input, from :class:`dtf.multiworker.Launcher`: ``{"run", "task",
-"tf_config", "config", "run_dir", "log", "metadata_ip"}``, end of file meaning stop (the
+"tf_config", "config", "program", "run_dir", "log", "metadata_ip"}``, end of file meaning stop (the
 launcher then kills its workers and exits, so they never outlive the notebook); standard
 output: ``{"event": "loaded", "seconds"}`` once imported, ``{"event": "forked", "run",
-"task", "pid"}``, every event a worker emits (:func:`dtf.multiworker.program.train`), and
+"task", "pid"}``, every event a worker emits (:class:`dtf.multiworker.hooks.Worker`), and
 ``{"event": "exit", "run", "task", "pid", "returncode"}`` (negative: killed by that signal)
-once the launcher has reaped a worker. Each worker also watches a lifeline pipe whose only
+once the launcher has reaped a worker. A worker runs the command's program file with
+``runpy``, as ``python PROGRAM`` would. Each worker also watches a lifeline pipe whose only
 write end the launcher holds, and on Linux asks for ``SIGKILL`` when the launcher dies.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import signal
 import sys
 import threading
@@ -25,14 +27,15 @@ import traceback
 from pathlib import Path
 
 from dtf._jsonlines import commands, emit
-from dtf.multiworker.program import (
+from dtf.multiworker import hooks
+from dtf.multiworker.hooks import (
     EXIT_DEADLINE,
     EXIT_ERROR,
     TrainConfig,
+    Worker,
     digits_arrays,
     exit_now,
     short_message,
-    train,
 )
 
 #: The variable ``PreemptionCheckpointHandler`` reads the cloud metadata host from.
@@ -60,20 +63,34 @@ def _watch_deadline(seconds: float, emit) -> None:
 
 
 def _worker_main(command: dict, proto: int) -> None:
-    """Run one worker in this process (forked or spawned); never returns."""
+    """Run one worker in this process (forked or spawned): the program file of the command,
+    as ``python PROGRAM`` would (``runpy``, ``__name__ == "__main__"``); never returns."""
     code = EXIT_ERROR
-    emit = _emitter(proto, int(command["run"]), int(command["task"]))
+    task = int(command["task"])
+    emit = _emitter(proto, int(command["run"]), task)
+    worker = None
     try:
         os.environ["TF_CONFIG"] = command["tf_config"]
         os.environ[METADATA_ENV] = command["metadata_ip"]
         config = TrainConfig.from_json(command["config"])
+        worker = Worker(config, task, Path(command["run_dir"]), emit)
+        hooks.set_current(worker)  # what Worker.current() returns in the program
         _watch_deadline(config.deadline_s, emit)
-        code = train(config, Path(command["run_dir"]), emit)
+        program = command["program"]
+        sys.argv = [program]
+        folder = os.path.dirname(program)
+        if folder != os.path.dirname(os.path.abspath(__file__)):  # not the package's own
+            sys.path.insert(0, folder)  # as `python PROGRAM` does: it may import its neighbours
+        runpy.run_path(program, run_name="__main__")
+        code = 0
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else EXIT_ERROR
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else EXIT_ERROR)
     except BaseException as exc:
         traceback.print_exc()
-        emit("error", error=type(exc).__name__, message=short_message(exc))
+        if worker is not None:
+            worker.crashed(exc)
+        else:
+            emit("error", error=type(exc).__name__, message=short_message(exc))
     finally:
         exit_now(code)
 

@@ -22,7 +22,7 @@ from dtf.cluster import env as cluster_env
 from dtf.cluster.local import DEFAULT_START_METHOD as CLUSTER_START_METHOD
 from dtf.cluster.local import describe_returncode
 from dtf.cluster.spec import DEFAULT_HOST, Task, free_ports, tf_config
-from dtf.multiworker.program import TrainConfig
+from dtf.multiworker.hooks import TrainConfig
 
 POSIX = os.name == "posix"
 #: ``fork``: one launcher imports TensorFlow once and forks the workers (Linux, as
@@ -36,6 +36,9 @@ _STOP_WAIT_S = 5.0
 _LOG_TAIL_LINES = 12
 _MODULE = "dtf.multiworker._process"
 _WORKDIR_PREFIX = "dtf-multiworker-"
+#: The program a worker runs unless told otherwise: the package's copy of the one notebook 11
+#: writes (generated from its cells by ``python -m tools.export``).
+DEFAULT_PROGRAM = Path(__file__).with_name("program.py")
 
 
 class WorkerError(RuntimeError):
@@ -81,10 +84,18 @@ def _env() -> dict[str, str]:
 class WorkerRun:
     """The workers of one run: their addresses, events, signals and results."""
 
-    def __init__(self, launcher: Launcher, number: int, config: TrainConfig, num_workers: int):
+    def __init__(
+        self,
+        launcher: Launcher,
+        number: int,
+        config: TrainConfig,
+        num_workers: int,
+        program: Path = DEFAULT_PROGRAM,
+    ):
         self.launcher = launcher
         self.number = number
         self.config = config
+        self.program = program  # the file every worker of this run runs
         self.num_workers = num_workers
         self.dir = launcher.workdir / f"run-{number}"
         self.dir.mkdir(parents=True)
@@ -264,6 +275,7 @@ class Launcher:
         start_method: str | None = None,
         ready_timeout: float = READY_TIMEOUT_S,
         workdir: str | os.PathLike | None = None,
+        program: str | os.PathLike | None = None,
     ):
         self.start_method = start_method or DEFAULT_START_METHOD
         if self.start_method not in ("fork", "spawn"):
@@ -275,6 +287,8 @@ class Launcher:
         if not ready_timeout > 0:
             raise ValueError(f"ready_timeout must be > 0, got {ready_timeout!r}.")
         self.ready_timeout = float(ready_timeout)
+        #: The program file a run's workers run when :meth:`run` names none.
+        self.program = Path(program) if program is not None else DEFAULT_PROGRAM
         self._user_workdir = Path(workdir) if workdir is not None else None
         self.workdir: Path | None = None
         self._cond = threading.Condition()
@@ -360,8 +374,16 @@ class Launcher:
                 self._cond.wait(_TICK_S)
         return self._loaded_s
 
-    def run(self, config: TrainConfig, num_workers: int) -> WorkerRun:
-        """Start ``num_workers`` workers of ``config`` (each with its ``TF_CONFIG``).
+    def run(
+        self,
+        config: TrainConfig,
+        num_workers: int,
+        program: str | os.PathLike | None = None,
+    ) -> WorkerRun:
+        """Start ``num_workers`` workers of ``config`` (each with its ``TF_CONFIG``), each
+        running the Python file ``program`` (default: the launcher's ``program``) as
+        ``python PROGRAM`` would: the file is read when a worker starts, so a changed file
+        changes what the next run's workers do.
 
         Workers of an earlier run that still run are stopped first: one run at a time
         (their ports and the machine's two cores are needed).
@@ -371,11 +393,14 @@ class Launcher:
         num_workers = whole_number("num_workers", num_workers, minimum=1, maximum=8)
         if config.pause_task is not None and config.pause_task >= num_workers:
             raise ValueError(f"pause_task {config.pause_task} is not a worker of {num_workers}.")
+        path = Path(program).resolve() if program is not None else self.program.resolve()
+        if not path.is_file():
+            raise FileNotFoundError(f"no program file {str(path)!r}: write it first.")
         self.wait_ready()
         for old in self._runs:
             if old.running:
                 old.stop()
-        run = WorkerRun(self, len(self._runs) + 1, config, num_workers)
+        run = WorkerRun(self, len(self._runs) + 1, config, num_workers, path)
         self._runs.append(run)
         for task in run.tasks:
             command = {
@@ -383,6 +408,7 @@ class Launcher:
                 "task": task,
                 "tf_config": run.tf_config(task),
                 "config": config.to_json(),
+                "program": str(run.program),
                 "run_dir": str(run.dir),
                 "log": str(run.dir / f"worker-{task}.log"),
                 "metadata_ip": self.metadata_ip,
