@@ -9,8 +9,9 @@ a health check runs: the launcher still runs, and no worker process of any run i
 checker that leaves a worker behind fails the test that caused it.
 
 Besides the typical mistakes, the tests guard what the checkers claim to do, so that a
-mutated checker fails here: Task 1's folders are used for a real save (a rule-blind checker
-still rejects workers that share the real folder); Task 2 really runs and kills workers, and
+mutated checker fails here: Task 1's managers really save (a rule-blind checker
+still rejects workers that share the real folder) and a restart catches a restore from a
+worker's own folder; Task 2 really runs and kills workers, and
 its made-up runs and its time comparison are each needed; Task 3's batch comparison and its
 resumed training each catch a stream that is not skipped, and the training really runs on
 the digits; Task 4's returned-results check and its crash loop are each needed. Task 4's cases
@@ -108,30 +109,34 @@ def test_truth_of_a_made_up_run() -> None:
 
 # --------------------------------------------------------------------------- task 1
 
-#: Task 1: ``checkpoint_dir`` with switches for the usual mistakes.
-FOLDERS = """
-def make_checkpoint_dir(chief="rule", others="own", none="base", kind="str"):
-    def checkpoint_dir(base, tf_config):
+#: Task 1: ``make_manager`` with switches for the usual mistakes.
+MANAGERS = """
+import tensorflow as tf
+
+def make_make_manager(chief="rule", others="own", none="base", kind="str", restore="base",
+                      returns="manager"):
+    def make_manager(checkpoint, base, tf_config):
         if tf_config is None:
             if none == "crash":
                 json.loads(tf_config)
-            return base
-        config = json.loads(tf_config)
-        task_type, index = config["task"]["type"], config["task"]["index"]
-        if chief == "rule":
-            is_chief = (task_type, index) == (
-                ("chief", 0) if "chief" in config["cluster"] else ("worker", 0))
-        elif chief == "worker-0":  # the tutorial's shortcut: worker 0, whatever the cluster
-            is_chief = task_type == "chief" or (task_type == "worker" and index == 0)
-        elif chief == "worker-0-only":
-            is_chief = task_type == "worker" and index == 0
-        elif chief == "inverted":
-            is_chief = (task_type, index) != ("worker", 0)
+            is_chief, task_type, index = True, "worker", 0
         else:
-            is_chief = True  # everybody writes the real folder
+            config = json.loads(tf_config)
+            task_type, index = config["task"]["type"], config["task"]["index"]
+            if chief == "rule":
+                is_chief = (task_type, index) == (
+                    ("chief", 0) if "chief" in config["cluster"] else ("worker", 0))
+            elif chief == "worker-0":  # the tutorial's shortcut: worker 0, whatever the cluster
+                is_chief = task_type == "chief" or (task_type == "worker" and index == 0)
+            elif chief == "worker-0-only":
+                is_chief = task_type == "worker" and index == 0
+            elif chief == "inverted":
+                is_chief = (task_type, index) != ("worker", 0)
+            else:
+                is_chief = True  # everybody writes the real folder
         if is_chief:
-            return base
-        if others == "own":
+            folder = base
+        elif others == "own":
             folder = os.path.join(base, f"{task_type}-{index}-tmp")
         elif others == "shared":
             folder = os.path.join(base, "tmp")
@@ -139,14 +144,25 @@ def make_checkpoint_dir(chief="rule", others="own", none="base", kind="str"):
             folder = os.path.join(os.path.dirname(base), f"{task_type}-{index}")
         elif others == "relative":
             folder = f"{task_type}-{index}-tmp"
-        return __import__("pathlib").Path(folder) if kind == "path" else folder
-    return checkpoint_dir
+        if kind == "path":
+            folder = __import__("pathlib").Path(folder)
+        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
+        if restore == "base":
+            latest = tf.train.latest_checkpoint(base)
+            if latest:
+                checkpoint.restore(latest)
+        elif restore == "own":  # the manager's own folder: the chief's only for the chief
+            manager.restore_or_initialize()
+        elif restore == "assert":  # fails while there is no checkpoint yet
+            checkpoint.restore(tf.train.latest_checkpoint(base)).assert_consumed()
+        return folder if returns == "folder" else manager
+    return make_manager
 """
 
 
 def task1(num_workers: int = 2, **switches) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return FOLDERS + f"verdict = checks.lab06.task1(make_checkpoint_dir({args}), {num_workers})\n"
+    return MANAGERS + f"verdict = checks.lab06.task1(make_make_manager({args}), {num_workers})\n"
 
 
 @pytest.mark.slow
@@ -154,9 +170,9 @@ def test_task1_right(tf_worker) -> None:
     first = tf_worker.run(task1())
     assert first.message == (
         "Task 1: correct. For the lab's 2 workers, a cluster with a 'chief' job and a process "
-        "alone, the chief writes base and every other worker a folder of its own inside it; a "
-        "real CheckpointManager saved into each of the 6 folders, and each base then held its "
-        "chief's checkpoint."
+        "alone, the chief's manager saves into base and every other task's into a folder of "
+        "its own inside it; all 6 tasks saved, each base then held its chief's checkpoint, and "
+        "started again every task restored it."
     )
     assert tf_worker.run(task1()).message == first.message
 
@@ -174,7 +190,7 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
         (
             {"chief": "everybody"},
             [
-                "for the lab's cluster of 2 workers: worker 1 would write the real folder too",
+                "for the lab's cluster of 2 workers: worker 1 would save into the real folder",
                 "overwrite each other's",
                 "a folder of its own inside base",
             ],
@@ -182,36 +198,55 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
         (
             {"chief": "worker-0"},
             [
-                "for a cluster with a 'chief' job and 2 workers: worker 0 would write the real "
-                "folder too, beside the chief (chief 0)",
+                "for a cluster with a 'chief' job and 2 workers: worker 0 would save into the "
+                "real folder too, beside the chief (chief 0)",
                 "look for 'chief' in config['cluster'] first",
             ],
         ),
         (
             {"chief": "worker-0-only"},
             [
-                "the chief, chief 0, would write base/chief-0-tmp, not the real folder",
+                "the chief, chief 0, would save into base/chief-0-tmp, not the real folder",
                 "the task of the 'chief' job if the cluster has one, otherwise worker 0",
             ],
         ),
-        ({"chief": "inverted"}, ["the chief, worker 0, would write base/worker-0-tmp"]),
+        ({"chief": "inverted"}, ["the chief, worker 0, would save into base/worker-0-tmp"]),
         (
             {"others": "shared"},
             [
                 "a cluster with a 'chief' job and 2 workers: worker 0 and worker 1 would both "
-                "write base/tmp",
+                "save into base/tmp",
                 "the task's type and index",
             ],
         ),
-        ({"others": "outside"}, ["worker 1 would write base/../worker-1, outside base"]),
+        ({"others": "outside"}, ["worker 1 would save into base/../worker-1, outside base"]),
         ({"others": "relative"}, ["'worker-1-tmp' is a relative path", "build every folder"]),
         (
             {"none": "crash"},
             [
-                "for one process without TF_CONFIG: `checkpoint_dir` raised TypeError",
-                "raised TypeError",
-                "return base",
+                "for one process without TF_CONFIG: `make_manager` raised TypeError",
+                "saves into base",
             ],
+        ),
+        (
+            {"restore": "own"},
+            [
+                "for the lab's cluster of 2 workers, started again: worker 1 restored the "
+                "checkpoint of worker 1 (its own folder's), not the chief's",
+                "a manager's latest_checkpoint is that of its own folder",
+            ],
+        ),
+        (
+            {"restore": "none"},
+            [
+                "for the lab's cluster of 2 workers, started again: worker 0 restored nothing",
+                "tf.train.latest_checkpoint(base)",
+            ],
+        ),
+        ({"restore": "assert"}, ["for worker 0 of the lab's cluster of 2 workers", "raised"]),
+        (
+            {"returns": "folder"},
+            ["expected a tf.train.CheckpointManager, got", "tf.train.CheckpointManager("],
         ),
     ],
     ids=[
@@ -223,6 +258,10 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
         "outside",
         "relative",
         "none-crashes",
+        "restores-own-folder",
+        "restores-nothing",
+        "asserts-without-checkpoint",
+        "returns-the-folder",
     ],
 )
 def test_task1_wrong(tf_worker, switches, fragments) -> None:
@@ -233,7 +272,10 @@ def test_task1_wrong(tf_worker, switches, fragments) -> None:
 
 @pytest.mark.parametrize(
     "answer, fragment",
-    [("lambda base, tf_config: 3", "expected a folder (a str), got 3"), ("[]", "a function")],
+    [
+        ("lambda checkpoint, base, tf_config: 3", "expected a tf.train.CheckpointManager, got 3"),
+        ("[]", "a function"),
+    ],
 )
 def test_task1_malformed(tf_worker, answer, fragment) -> None:
     outcome = tf_worker.run(f"verdict = checks.lab06.task1({answer}, 2)")
@@ -247,16 +289,10 @@ def test_task1_not_attempted(tf_worker, answer) -> None:
 
 
 def test_task1_the_real_save_catches_what_the_rule_checks_miss(tf_worker) -> None:
-    # Without the rule checks, the folders still go to a real CheckpointManager: a worker
-    # that writes the real folder after the chief leaves its own checkpoint there.
-    blind = (
-        "lambda answer, base, what, cluster: {"
-        "t: checks.lab06._folder(answer, base, None if t is None else json.dumps("
-        "{'cluster': cluster, 'task': {'type': t[0], 'index': t[1]}}), 'x', what) "
-        "for t in ([None] if cluster is None else "
-        "[(j, i) for j, a in cluster.items() for i in range(len(a))])}"
-    )
-    outcome = tf_worker.run(mutated("_check_cluster", blind, task1(chief="everybody")))
+    # Without the rule checks, the managers still save for real: a worker that saves into
+    # the real folder after the chief leaves its own checkpoint there.
+    blind = "lambda folders, base, what, cluster: None"
+    outcome = tf_worker.run(mutated("_check_folders", blind, task1(chief="everybody")))
     assert_verdict(
         outcome,
         "wrong",
@@ -265,6 +301,15 @@ def test_task1_the_real_save_catches_what_the_rule_checks_miss(tf_worker) -> Non
             "the chief's"
         ],
     )
+
+
+def test_task1_the_restart_is_needed_to_catch_a_restore_from_the_own_folder(tf_worker) -> None:
+    """Without the restart, restoring each manager's own folder passes: the restart is what
+    catches it."""
+    wrong = task1(restore="own")
+    skip = "lambda started, order, what: None"
+    assert tf_worker.run(mutated("_check_restored", skip, wrong)).status == "correct"
+    assert tf_worker.run(wrong).status == "wrong"
 
 
 def test_task1_mutated_rule_is_caught(tf_worker) -> None:

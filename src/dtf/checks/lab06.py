@@ -1,16 +1,18 @@
 """Checkers of Lab 06 · Surviving a killed worker (``labs/06_fault_tolerance_lab.ipynb``).
 
-The lab's workers are :mod:`dtf.multiworker` processes: every worker runs the course's fixed
-program (:func:`dtf.multiworker.program.train`), so a learner cannot hand them code. The tasks
-are therefore what happens *around* the workers, and each checker verifies its answer
-against what TensorFlow and the real workers do:
+The lab's workers are :mod:`dtf.multiworker` processes running the worker program of
+notebook 11 (:mod:`dtf.multiworker.program`). Task 1 is a part of that program, written with
+TensorFlow and run here as each worker would run it; Task 3 is the data part; Tasks 2 and 4
+are what happens *around* the workers. Each checker verifies its answer against what
+TensorFlow and the real workers do:
 
-1. :func:`task1`: where each worker writes its checkpoints: the chief the real folder,
-   every other worker a folder of its own inside it. Checked for every task of three
-   clusters (the lab's workers, a cluster with a ``chief`` job, one process without
-   ``TF_CONFIG``), then used for real: a ``tf.train.CheckpointManager`` saves into every
-   folder the function gives, chief first, and the real folder must then hold the chief's
-   checkpoint.
+1. :func:`task1`: each worker's ``tf.train.CheckpointManager`` and the restore on start:
+   the chief's manager saves into the real folder, every other worker's into a folder of its
+   own inside it, and every worker restores the latest checkpoint of the real folder. Run
+   for every task of three clusters (the lab's workers, a cluster with a ``chief`` job, one
+   process without ``TF_CONFIG``): every task saves with its manager, chief first, and the
+   real folder must then hold the chief's checkpoint; started again, every task must have
+   restored the chief's checkpoint, not its own folder's.
 2. :func:`task2`: which workers failed and how fast the others noticed, from the launcher's
    results: two made-up runs, then a real run of the lab's workers in which the checker
    kills the chief.
@@ -162,79 +164,100 @@ def _shown(path: str, base: str) -> str:
     return repr(path)
 
 
-def _folder(answer: Any, base: str, tf_config: str | None, who: str, what: str) -> str:
+def _text(cluster: dict | None, t: tuple[str, int] | None) -> str | None:
+    """The ``TF_CONFIG`` of task ``t`` of ``cluster`` (``None``: a process without one)."""
+    if t is None:
+        return None
+    return json.dumps({"cluster": cluster, "task": {"type": t[0], "index": t[1]}})
+
+
+def _all_tasks(cluster: dict | None) -> list:
+    if cluster is None:
+        return [None]
+    return [(j, i) for j, addresses in cluster.items() for i in range(len(addresses))]
+
+
+def _checkpoint():
+    """A checkpoint as the lab's workers have one, its ``task`` variable saying whose it is
+    (-1: nobody's yet)."""
+    import tensorflow as tf
+
+    return tf.train.Checkpoint(task=tf.Variable(-1, dtype=tf.int64))
+
+
+def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, where: str):
+    """The learner's ``CheckpointManager`` for one task, and its folder (normalised)."""
+    import tensorflow as tf
+
     hint = (
-        "with no TF_CONFIG (tf_config is None) the process is alone, and its own chief: return base"
+        "with no TF_CONFIG (tf_config is None) the process is alone, and its own chief: its "
+        "manager saves into base"
         if tf_config is None
         else "parse the text: config = json.loads(tf_config); the task is config['task'] "
         "({'type': ..., 'index': ...}), the cluster config['cluster']"
     )
-    where = f"for {what}" if tf_config is None else f"for {who} of {what}"
     try:
-        got = _call_with_hint(answer, hint, base, tf_config)
+        got = _call_with_hint(answer, hint, checkpoint, base, tf_config)
     except Wrong as exc:
         raise Wrong(f"{where}: {exc.detail}", exc.hint) from None
-    if not isinstance(got, (str, os.PathLike)):
-        raise Wrong(
-            f"{where}: expected a folder (a str), got {short(got)}",
-            "return base, or os.path.join(base, ...)",
+    if not isinstance(got, tf.train.CheckpointManager):
+        shown = (
+            f"the folder {_shown(os.path.normpath(os.fspath(got)), base)}"
+            if isinstance(got, str | os.PathLike)
+            else short(got)
         )
-    path = os.fspath(got)
-    if not isinstance(path, str) or not os.path.isabs(path):
         raise Wrong(
-            f"{where}: {path!r} is a relative path, which TensorFlow would "
+            f"{where}: expected a tf.train.CheckpointManager, got {shown}",
+            "create it and return it: tf.train.CheckpointManager(checkpoint, directory, "
+            "max_to_keep=2)",
+        )
+    path = os.fspath(got.directory)
+    if not os.path.isabs(path):
+        raise Wrong(
+            f"{where}: its folder {path!r} is a relative path, which TensorFlow would "
             "resolve against whatever folder the worker happens to run in",
             "build every folder from base: os.path.join(base, ...)",
         )
-    return os.path.normpath(path)
+    return got, os.path.normpath(path)
 
 
-def _check_cluster(answer: Any, base: str, what: str, cluster: dict | None) -> dict:
-    """The folders of every task of ``cluster``, checked against the rule (no saving yet)."""
-    tasks = (
-        [None] if cluster is None else [(j, i) for j, a in cluster.items() for i in range(len(a))]
-    )
+def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) -> None:
+    """The managers' folders against the rule: the chief's is ``base``, every other task's
+    its own, inside ``base``."""
     chief = chief_of(cluster)
-    folders = {}
-    for t in tasks:
-        text = (
-            None
-            if t is None
-            else json.dumps({"cluster": cluster, "task": {"type": t[0], "index": t[1]}})
-        )
-        folders[t] = _folder(answer, base, text, _label(t), what)
     if folders[chief] != base:
         raise Wrong(
-            f"for {what}: the chief, {_label(chief)}, would write {_shown(folders[chief], base)}, "
-            "not the real folder: a restarted job restores from the real folder, so it would "
-            "never find the chief's checkpoints",
-            "return base for the chief: "
+            f"for {what}: the chief, {_label(chief)}, would save into "
+            f"{_shown(folders[chief], base)}, not the real folder: a restarted job restores "
+            "from the real folder, so it would never find the chief's checkpoints",
+            "the chief's manager saves into base: "
             + (
                 "a process without TF_CONFIG is its own chief"
                 if cluster is None
-                else "the task of the 'chief' job if the cluster has one, otherwise worker 0"
+                else "the chief is the task of the 'chief' job if the cluster has one, "
+                "otherwise worker 0"
             ),
         )
-    others = [t for t in tasks if t != chief]
+    others = [t for t in folders if t != chief]
     for t in others:
         if folders[t] == base:
             if cluster is not None and "chief" in cluster and t == ("worker", 0):
                 raise Wrong(
-                    f"for {what}: worker 0 would write the real folder too, beside the chief "
-                    "(chief 0): two processes writing the same checkpoint files",
+                    f"for {what}: worker 0 would save into the real folder too, beside the "
+                    "chief (chief 0): two processes writing the same checkpoint files",
                     "worker 0 is the chief only in a cluster without a 'chief' job "
                     "(TensorFlow's rule): look for 'chief' in config['cluster'] first",
                 )
             raise Wrong(
-                f"for {what}: {_label(t)} would write the real folder too: every worker saves "
-                "(saving may run collective ops), so the workers would write the same files "
-                "at once and overwrite each other's",
-                "give every worker but the chief a folder of its own inside base, named "
+                f"for {what}: {_label(t)} would save into the real folder too: every worker "
+                "saves (saving may run collective ops), so the workers would write the same "
+                "files at once and overwrite each other's",
+                "give every task but the chief a folder of its own inside base, named "
                 "after its task: os.path.join(base, f'{type}-{index}-tmp')",
             )
         if not folders[t].startswith(base + os.sep):
             raise Wrong(
-                f"for {what}: {_label(t)} would write {_shown(folders[t], base)}, outside base",
+                f"for {what}: {_label(t)} would save into {_shown(folders[t], base)}, outside base",
                 "keep the other workers' folders inside base, e.g. "
                 "os.path.join(base, f'{type}-{index}-tmp'): the run's checkpoints stay in "
                 "one place and go away together",
@@ -243,29 +266,43 @@ def _check_cluster(answer: Any, base: str, what: str, cluster: dict | None) -> d
     for t in others:
         if folders[t] in seen:
             raise Wrong(
-                f"for {what}: {_label(seen[folders[t]])} and {_label(t)} would both write "
+                f"for {what}: {_label(seen[folders[t]])} and {_label(t)} would both save into "
                 f"{_shown(folders[t], base)}, and overwrite each other's files",
                 "put the task's type and index in the folder's name",
             )
         seen[folders[t]] = t
-    return folders
 
 
-def _save_everywhere(folders: dict, chief: Any, base: str, what: str) -> None:
-    """Save a checkpoint holding its task's number into every task's folder, the chief
-    first, as every worker does; then the real folder must hold the chief's."""
+def _start(answer: Any, base: str, what: str, cluster: dict | None, again: bool) -> dict:
+    """Call the learner's function for every task of ``cluster`` with a fresh checkpoint:
+    ``{task: (checkpoint, manager, folder)}``."""
+    started = {}
+    for t in _all_tasks(cluster):
+        where = f"for {what}" if t is None else f"for {_label(t)} of {what}"
+        if again:
+            where += ", started again"
+        checkpoint = _checkpoint()
+        manager, folder = _manager(answer, checkpoint, base, _text(cluster, t), where)
+        started[t] = (checkpoint, manager, folder)
+    return started
+
+
+def _save_everywhere(started: dict, chief: Any, base: str, what: str) -> list:
+    """Every task saves with its manager a checkpoint holding its number, the chief first,
+    as every worker does; then the real folder must hold the chief's. Returns the order."""
     import tensorflow as tf
 
-    order = [chief] + [t for t in folders if t != chief]
+    order = [chief] + [t for t in started if t != chief]
     for number, t in enumerate(order):
-        checkpoint = tf.train.Checkpoint(task=tf.Variable(number, dtype=tf.int64))
+        checkpoint, manager, folder = started[t]
+        checkpoint.task.assign(number)
         try:
-            tf.train.CheckpointManager(checkpoint, folders[t], max_to_keep=1).save()
+            manager.save()
         except (tf.errors.OpError, OSError) as exc:
             raise Wrong(
-                f"for {what}: a CheckpointManager could not save {_label(t)}'s checkpoint "
-                f"into {_shown(folders[t], base)} ({error_line(exc)})",
-                "return a folder inside base",
+                f"for {what}: {_label(t)}'s manager could not save into "
+                f"{_shown(folder, base)} ({error_line(exc)})",
+                "give it a folder inside base",
             ) from None
     latest = tf.train.latest_checkpoint(base)
     holds = (
@@ -278,31 +315,66 @@ def _save_everywhere(folders: dict, chief: Any, base: str, what: str) -> None:
         raise Wrong(
             f"for {what}: after every task saved, the real folder holds the checkpoint of "
             f"{writer}, not the chief's",
-            "return base for the chief only, and a folder of its own for every other task",
+            "the chief's manager saves into base, every other task's into a folder of its own",
+        )
+    return order
+
+
+def _check_restored(started: dict, order: list, what: str) -> None:
+    """Started again after every task saved, each task's checkpoint must hold what the
+    chief saved (0): restored from base, not from its own folder."""
+    for t, (checkpoint, _, _) in started.items():
+        got = int(checkpoint.task.numpy())
+        if got == 0:
+            continue
+        who = _label(t)
+        if got == -1:
+            raise Wrong(
+                f"for {what}, started again: {who} restored nothing, though the real folder "
+                "holds the chief's checkpoint",
+                "restore the latest checkpoint of the real folder into checkpoint: "
+                "tf.train.latest_checkpoint(base) gives its path (None while there is none)",
+            )
+        raise Wrong(
+            f"for {what}, started again: {who} restored the checkpoint of "
+            f"{_label(order[got])} (its own folder's), not the chief's",
+            "every task restores the chief's checkpoint, the latest of base: a manager's "
+            "latest_checkpoint is that of its own folder",
         )
 
 
 @task(LAB, 1)
 def task1(answer: Any, num_workers: int) -> str:
-    """``checkpoint_dir(base, tf_config) -> folder``: ``base`` for the chief, a folder of
-    its own inside ``base`` for every other task; ``tf_config`` is the ``TF_CONFIG`` text,
-    or ``None`` for a process without one. Called for every task of :func:`clusters`; then
-    a real ``CheckpointManager`` saves into every folder it gave, chief first, and the real
-    folder must hold the chief's checkpoint."""
+    """``make_manager(checkpoint, base, tf_config) -> tf.train.CheckpointManager``: the
+    task's manager of ``checkpoint``, saving into ``base`` for the chief and into a folder of
+    its own inside ``base`` for every other task, after restoring the latest checkpoint of
+    ``base`` into ``checkpoint``; ``tf_config`` is the ``TF_CONFIG`` text, or ``None`` for a
+    process without one. Called for every task of :func:`clusters`: the folders must follow
+    the rule; every task saves with its manager, chief first, and the real folder must then
+    hold the chief's checkpoint; called again for every task (a restart), each must restore
+    the chief's checkpoint."""
     n = whole_number("num_workers", num_workers, minimum=1)
     saves = 0
     with tempfile.TemporaryDirectory(prefix="dtf-lab06-") as tmp:
         for k, (what, cluster) in enumerate(clusters(n)):
             base = os.path.join(os.path.realpath(tmp), f"case-{k}", "checkpoints")
             os.makedirs(base)
-            folders = _check_cluster(answer, base, what, cluster)
-            _save_everywhere(folders, chief_of(cluster), base, what)
-            saves += len(folders)
+            started = _start(answer, base, what, cluster, again=False)
+            for checkpoint, _, _ in started.values():
+                if int(checkpoint.task.numpy()) != -1:
+                    raise Wrong(
+                        f"for {what}: a checkpoint changed although base held no checkpoint",
+                        "restore only what tf.train.latest_checkpoint(base) finds",
+                    )
+            _check_folders({t: s[2] for t, s in started.items()}, base, what, cluster)
+            order = _save_everywhere(started, chief_of(cluster), base, what)
+            _check_restored(_start(answer, base, what, cluster, again=True), order, what)
+            saves += len(started)
     return (
         f"for the lab's {_tasks(n)}, a cluster with a 'chief' job and a process alone, the "
-        "chief writes base and every other worker a folder of its own inside it; a real "
-        f"CheckpointManager saved into each of the {saves} folders, and each base then held "
-        "its chief's checkpoint"
+        "chief's manager saves into base and every other task's into a folder of its own "
+        f"inside it; all {saves} tasks saved, each base then held its chief's checkpoint, and "
+        "started again every task restored it"
     )
 
 
