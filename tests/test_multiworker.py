@@ -415,9 +415,35 @@ def test_the_spawn_start_method_runs_the_same_program(tmp_path):
         results = run.wait(timeout=RUN_S)
         assert_all_ok(run, results)
         assert max_diff(run.weights("final", 0)[1], run.weights("final", 1)[1]) == 0.0
+        tiny = tmp_path / "tiny.py"  # a spawned worker runs the file it is given too
+        tiny.write_text(TINY_PROGRAM, encoding="utf-8")
+        other = launcher.run(TrainConfig(steps=2), num_workers=2, program=tiny)
+        results = other.wait(timeout=RUN_S)
+        assert [r.returncode for r in results.values()] == [7, 7], other.log(0)[-2000:]
+        assert results[0].last("hello")["name"] == "__main__"
         pids = launcher.pids
-    assert len(pids) == 2
+    assert len(pids) == 4
     assert_gone(pids)
+
+
+@pytest.mark.slow
+def test_the_program_runs_by_hand_as_one_worker(tmp_path):
+    """``python program.py`` without a launcher: one worker (no TF_CONFIG), its
+    configuration from DTF_TRAIN_CONFIG, its events printed as JSON lines."""
+    env = {**os.environ, **QUIET_ENV, hooks.CONFIG_ENV: TrainConfig(steps=3).to_json()}
+    env.pop("TF_CONFIG", None)
+    done = subprocess.run(
+        [sys.executable, str(DEFAULT_PROGRAM)],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=RUN_S,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [e["event"] for e in events] == ["started", "step", "step", "step", "done"]
+    assert events[0]["replicas"] == 1 and events[-1]["step"] == 3
 
 
 PARENT = """
