@@ -312,6 +312,18 @@ def check_08_staleness(nb):
     assert "when the line above says *most updates were not stale*" in markdown_after(nb, "08-27")
 
 
+def check_08_killed_worker(nb):
+    """08, section 6: 'the killed one stopped early': one worker ran far fewer of the steps
+    scheduled around the kill than an even share; '(a step ran twice)' only with extra updates."""
+    params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    steps, workers = (parameter(nb, params.get("id"), n) for n in ("FAILURE_STEPS", "NUM_WORKERS"))
+    ((_, per_worker),) = table_of(cell(nb, "08-32"))
+    assert min(int(v) for v in per_worker) < steps / workers
+    out = text_of(cell(nb, "08-32"))
+    extra = int(lines_matching(out, r"beyond the steps scheduled: (\d+)")[0].group(1))
+    assert ("(a step ran twice)" in out) == (extra > 0), out
+
+
 def check_14_sync_replicas(nb):
     """14, section 4: the line on the chief (hung at close, or exited) follows from the table,
     and the text states it as a condition (the chief hangs in some runs, not all); every global
@@ -351,6 +363,7 @@ CLAIMS = {
     "10 towers or MirroredStrategy faster": ("10", check_10_step_time),
     "10 towers equal MirroredStrategy to the bit": ("10", check_10_bitwise),
     "08 most updates stale or not": ("08", check_08_staleness),
+    "08 the killed worker stopped early": ("08", check_08_killed_worker),
     "14 chief hung or exited, final step >= STEPS": ("14", check_14_sync_replicas),
     "05 activation memory one to two times": ("05", check_05_activation_memory),
 }
