@@ -7,7 +7,7 @@
 
 Written by notebook 11, in parts; the launcher runs this file in every worker process.
 TensorFlow is imported inside the functions, so importing this file costs nothing (the
-launcher and notebook 13's deployment helper import it for its names).
+course's package imports it for its names, without training).
 """
 
 import os
