@@ -71,6 +71,9 @@ def other_counts() -> dict[Path, int]:
     """Every notebook with a ``NUM_DEVICES`` parameter and the count it is run with: its
     :data:`FIXED` count, or its turn among the notebooks that take turns."""
     paths = notebooks()
+    unknown = set(FIXED) - {p.name for p in paths}
+    if unknown:  # a renamed notebook would silently lose its count
+        raise ValueError(f"FIXED names notebooks without a NUM_DEVICES parameter: {unknown}")
     taking_turns = [p for p in paths if p.name not in FIXED]
     counts = {p: count_for(i, parameters(p)["NUM_DEVICES"]) for i, p in enumerate(taking_turns)}
     return {p: FIXED.get(p.name) or counts[p] for p in paths}
