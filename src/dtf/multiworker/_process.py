@@ -31,6 +31,7 @@ from dtf.multiworker import hooks
 from dtf.multiworker.hooks import (
     EXIT_DEADLINE,
     EXIT_ERROR,
+    EXIT_PREEMPTED,
     TrainConfig,
     Worker,
     digits_arrays,
@@ -42,6 +43,8 @@ from dtf.multiworker.hooks import (
 METADATA_ENV = "GCE_METADATA_IP"
 _TICK_S = 0.02
 _STOP_WAIT_S = 5.0
+#: Seconds a worker that ended its program waits for the others before it exits.
+_LEAVE_TIMEOUT_S = 20.0
 
 
 def _emitter(fd: int, run: int, task: int):
@@ -92,7 +95,28 @@ def _worker_main(command: dict, proto: int) -> None:
         else:
             emit("error", error=type(exc).__name__, message=short_message(exc))
     finally:
+        if code in (0, EXIT_PREEMPTED):
+            _leave_together()
         exit_now(code)
+
+
+def _leave_together(timeout_s: float = _LEAVE_TIMEOUT_S) -> None:
+    """Wait at the coordination service's barrier until every worker of the run has ended
+    its program (at most ``timeout_s``), so that none exits while a peer may still fetch its
+    share of the last all-reduce (measured: a peer that left at once failed the last
+    collective of the other with ``Socket closed``, now and then, on a busy machine). A
+    normal interpreter exit gets this from TensorFlow's shutdown; ``os._exit`` skips it. The
+    outcome does not matter: every collective of this worker has completed."""
+    if "tensorflow" not in sys.modules:
+        return
+    try:
+        from tensorflow.python.eager import context
+
+        ctx = context.context()
+        if ctx.coordination_service is not None:  # a multi-worker strategy configured it
+            ctx.wait_at_barrier("dtf-multiworker-exit", int(timeout_s * 1000))
+    except Exception:  # noqa: BLE001 - a peer that already left: nothing to wait for
+        pass
 
 
 def _redirect(log_path: str) -> None:

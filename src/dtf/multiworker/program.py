@@ -177,18 +177,6 @@ def train(strategy, config: TrainConfig, worker: Worker):
     worker.report("done", config.steps, model)
 
 
-def wait_for_everyone(strategy):
-    """One last all-reduce: it returns once every worker has reached it."""
-    import tensorflow as tf
-
-    @tf.function
-    def everyone():
-        ones = strategy.run(lambda: tf.constant(1.0))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, ones, axis=None)
-
-    everyone()
-
-
 if __name__ == "__main__":  # run as a program (as the launcher runs it), not imported
     import tensorflow as tf
 
@@ -197,4 +185,3 @@ if __name__ == "__main__":  # run as a program (as the launcher runs it), not im
     if worker.config.try_fit:
         try_fit(strategy, worker.config, worker)
     train(strategy, worker.config, worker)
-    wait_for_everyone(strategy)  # no worker leaves while another still needs it
