@@ -104,8 +104,7 @@ def _leave_together(timeout_s: float = _LEAVE_TIMEOUT_S) -> None:
     """Wait at the coordination service's barrier until every worker of the run has ended
     its program (at most ``timeout_s``), so that none exits while a peer may still fetch its
     share of the last all-reduce (measured: a peer that left at once failed the last
-    collective of the other with ``Socket closed``, now and then, on a busy machine). A
-    normal interpreter exit gets this from TensorFlow's shutdown; ``os._exit`` skips it. The
+    collective of the other with ``Socket closed``, now and then, on a busy machine). The
     outcome does not matter: every collective of this worker has completed."""
     if "tensorflow" not in sys.modules:
         return
