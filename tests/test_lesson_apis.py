@@ -1,0 +1,52 @@
+"""The TensorFlow a lesson teaches stands in its notebook's own code cells (issue 17): the
+learner reads, runs and changes it there. ``dtf`` may hold the same code only as a copy the
+notebook writes (``tools/export.py``) or as plumbing around it."""
+
+from __future__ import annotations
+
+import nbformat
+import pytest
+
+from tests.conftest import ROOT
+
+#: Per tutorial, the APIs its lesson is about; each must appear in a code cell (not only in prose).
+LESSON_APIS = {
+    "03_manual_placement_and_towers": ["tf.device(", "tf.GradientTape()", "tf.add_n(", "tf.split("],
+    "04_model_data_pipeline_parallelism": ["tf.GradientTape(", "output_gradients=", "tf.device("],
+    "06_local_server": [
+        "tf.train.ClusterSpec(",
+        "tf.distribute.Server(",
+        "job_name=",
+        "task_index=",
+    ],
+    "07_remote_servers": ["tf.train.ClusterSpec(", "tf.distribute.Server(", "tf.device("],
+    "08_parameter_servers_sync_async": ["ParameterServerStrategy(", "ClusterCoordinator("],
+    "09_mirrored_strategy_keras": ["tf.distribute.MirroredStrategy(", "strategy.scope()", ".fit("],
+    "10_mirrored_strategy_custom_loop": ["strategy.run(", "tf.nn.compute_average_loss("],
+    "11_multi_worker_and_fault_tolerance": [
+        "tf.distribute.MultiWorkerMirroredStrategy(",
+        "tf.train.CheckpointManager(",
+        "PreemptionCheckpointHandler(",
+        "TF_CONFIG",
+    ],
+    "11b_input_sharding": [
+        "tf.data.experimental.AutoShardPolicy",
+        "auto_shard_policy =",
+        "distribute_datasets_from_function(",
+        "input_context.",
+        "experimental_distribute_dataset(",
+    ],
+    "13_hosts_on_one_machine": ["tf.device(", "tf.distribute.Server(", "TF_GRPC_DEFAULT_OPTIONS"],
+}
+
+
+def code_of(name: str) -> str:
+    nb = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("name", sorted(LESSON_APIS))
+def test_the_lessons_tensorflow_is_in_its_code_cells(name):
+    code = code_of(name)
+    missing = [api for api in LESSON_APIS[name] if api not in code]
+    assert not missing, f"{name}: not in any code cell: {missing}"
