@@ -73,9 +73,12 @@ prints these on every run)
 
 Needs
     Linux, the ``ip`` command (iproute2) and root, or precisely the capabilities
-    ``CAP_SYS_ADMIN`` (namespaces) and ``CAP_NET_ADMIN`` (links). :func:`unavailable_reason`
-    says in one line what is missing; :func:`check_supported` raises :class:`NetnsUnavailable`
-    with that line.
+    :data:`REQUIRED_CAPABILITIES`: ``CAP_SYS_ADMIN`` (namespaces) and ``CAP_NET_ADMIN``
+    (links). :func:`unavailable_reason` says in one line what is missing;
+    :func:`check_supported` raises :class:`NetnsUnavailable` with that line, and
+    :data:`FULL_LESSON` says where notebook 13 runs in full: the course's dev container
+    (``.devcontainer/``, which grants the two capabilities; ``tests/test_devcontainer.py``
+    checks it against this constant) or, on Linux, a JupyterLab run as root.
 """
 
 from __future__ import annotations
@@ -129,7 +132,22 @@ _NS_NAME = re.compile(rf"^{re.escape(NS_PREFIX)}(?P<tag>{_TAG})-(?P<host>.+)$")
 _LINK_NAME = re.compile(
     rf"^(?:{BRIDGE_PREFIX}(?P<bridge>{_TAG})|{VETH_PREFIX}(?P<cable>{_TAG})x\d)$"
 )
-_CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
+#: The capabilities making hosts needs (``capabilities(7)`` name: bit in ``/proc/self/status``):
+#: ``CAP_SYS_ADMIN`` for the namespaces (``ip netns add`` bind-mounts each one under
+#: ``/run/netns``, ``ip netns exec`` enters it and mounts its own ``/sys``), ``CAP_NET_ADMIN``
+#: for the bridge, the cables, their addresses and cutting them. Root has both; the dev
+#: container (``.devcontainer/devcontainer.json``) adds them with ``--cap-add``.
+REQUIRED_CAPABILITIES = {"CAP_SYS_ADMIN": 21, "CAP_NET_ADMIN": 12}
+_CAP_NET_ADMIN, _CAP_SYS_ADMIN = (
+    REQUIRED_CAPABILITIES[c] for c in ("CAP_NET_ADMIN", "CAP_SYS_ADMIN")
+)
+#: How to get notebook 13's full lesson where hosts cannot be made: the second half of each
+#: of its ``skipped: ...`` lines.
+FULL_LESSON = (
+    "for the full lesson open the course in its dev container (VS Code or GitHub Codespaces, "
+    "README.md, Installing), or on Linux run JupyterLab as root: "
+    "sudo .venv/bin/jupyter lab --allow-root"
+)
 _LOCK_DIR = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
 _LOCK_FILE = _LOCK_DIR / "dtf-netns.lock"
 _local = threading.Lock()
@@ -164,10 +182,11 @@ def unavailable_reason() -> str | None:
     if shutil.which("ip") is None:
         return "the `ip` command (iproute2) is not installed: e.g. apt-get install iproute2"
     caps = _capabilities()
-    needed = (1 << _CAP_NET_ADMIN) | (1 << _CAP_SYS_ADMIN)
+    needed = sum(1 << bit for bit in REQUIRED_CAPABILITIES.values())
     if (caps is None and os.geteuid() != 0) or (caps is not None and caps & needed != needed):
         return (
-            "needs root: network namespaces and links need CAP_SYS_ADMIN and CAP_NET_ADMIN, "
+            "needs root: network namespaces and links need "
+            f"{' and '.join(REQUIRED_CAPABILITIES)}, "
             f"which this process (uid {os.geteuid()}) does not have"
         )
     return None
