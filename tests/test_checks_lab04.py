@@ -266,7 +266,7 @@ import contextlib
 
 
 def make_stages(where=(0, 1), relu_late=False, capture=True, shift=0.0, function=False,
-                numpy=False):
+                numpy=False, relu=tf.nn.relu):
     def scope(workers, k):
         return tf.device(workers[k]) if k is not None else contextlib.nullcontext()
 
@@ -274,10 +274,10 @@ def make_stages(where=(0, 1), relu_late=False, capture=True, shift=0.0, function
         with scope(workers, where[0]):
             h = tf.matmul(x, w1)
             if not relu_late:
-                h = tf.nn.relu(h)
+                h = relu(h)
         with scope(workers, where[1]):
             if relu_late:
-                h = tf.nn.relu(h)
+                h = relu(h)
             return tf.matmul(h, w2)
 
     def two_stages(x, w1, w2, workers):
@@ -317,6 +317,21 @@ def test_task2_other_right_answers(lab, switches) -> None:
     outcome = lab.run(stages_case(**switches))
     assert outcome.status == "correct", outcome.message
     assert "stage 2 on /job:worker/task:1" in outcome.message
+
+
+def test_task2_accepts_maximum_as_the_relu(lab) -> None:
+    """tf.maximum(h, 0) is a ReLU: accepted, and placed like tf.nn.relu (issue 18)."""
+    relu = "lambda h: tf.maximum(h, 0)"
+    outcome = lab.run(STAGES + f"verdict = checks.lab04.task2(make_stages(relu={relu}), cluster)")
+    assert outcome.status == "correct", outcome.message
+    late = lab.run(
+        STAGES + f"verdict = checks.lab04.task2(make_stages(relu={relu}, relu_late=True), cluster)"
+    )
+    assert late.status == "wrong", late.message
+    assert "for the task of the maximum: expected '/job:worker/task:0'" in late.message.lower()
+    numpy = "lambda h: tf.constant(np.maximum(h.numpy(), 0))"
+    host = lab.run(STAGES + f"verdict = checks.lab04.task2(make_stages(relu={numpy}), cluster)")
+    assert host.status == "wrong" and "shows no op for stage 1's ReLU" in host.message
 
 
 @pytest.mark.slow
@@ -469,12 +484,11 @@ def test_task3_right(lab) -> None:
 @pytest.mark.parametrize(
     "answer",
     [
-        "naive",
         "lambda x, s, t: right(x, s, t, key=lambda i: f'worker/{i}')",
         "lambda x, s, t: right(x, s, t, key=lambda i: f'/job:worker/task:{i}')",
         "lambda x, s, t: right(x, s, t, value=lambda v: v)",  # a tensor left on the worker
     ],
-    ids=["keepalive-only", "task-names", "device-names", "tensors"],
+    ids=["task-names", "device-names", "tensors"],
 )
 def test_task3_other_right_answers(lab, answer) -> None:
     outcome = lab.run(sums_case(answer))
@@ -587,6 +601,14 @@ def answer(x, spec, timeout):
             ["an entry for host/0, which is not a worker"],
         ),
         ("lambda x, s, t: {**right(x, s, t), 5: None}", ["there is no worker 5"]),
+        (
+            "answer = naive",
+            [
+                "with worker 0 frozen: your function sent it an op (Sum)",
+                "not from a wait your function bounded",
+                "waiting at most `timeout`",
+            ],
+        ),
         ("lambda x, s, t: list(right(x, s, t).values())", ["expected a dict {worker index"]),
         ("lambda x, s, t: {0: x, 1: x}", ["expected one number (the sum of x)"]),
         ("lambda x, s, t: s['ps']", ["with every worker up: `<lambda>` raised KeyError"]),
@@ -601,6 +623,7 @@ def answer(x, spec, timeout):
         "down-left-out",
         "extra-task",
         "extra-index",
+        "keepalive-only",
         "list",
         "not-summed",
         "raises",

@@ -333,6 +333,21 @@ def _tasks_that_ran(table, op_type: str) -> list[str]:
     return list(dict.fromkeys(task_of(d) for d in rows[column]))
 
 
+#: Ops that compute stage 1's ReLU: ``tf.nn.relu`` runs ``Relu``; ``tf.maximum(h, 0)``,
+#: just as right, runs ``Maximum``.
+ACTIVATION_OPS = ("Relu", "Maximum")
+
+
+def _activation(table) -> tuple[str | None, list[str]]:
+    """``(op type, tasks that ran it)`` of the first of :data:`ACTIVATION_OPS` that the
+    table shows, or ``(None, [])``."""
+    for kind in ACTIVATION_OPS:
+        tasks = _tasks_that_ran(table, kind)
+        if tasks:
+            return kind, tasks
+    return None, []
+
+
 def _local_task(cluster: Any) -> str | None:
     excluded = sorted(getattr(cluster, "excluded", ()) or ())
     return excluded[0].device if len(excluded) == 1 else None
@@ -401,12 +416,19 @@ def task2(answer: Any, cluster: Any) -> str:
             "stage 1 inside `with tf.device(workers[0]):`, stage 2 inside "
             "`with tf.device(workers[1]):`",
         )
-    relu = _tasks_that_ran(table, "Relu")
+    kind, relu = _activation(table)
+    if kind is None:
+        raise Wrong(
+            "y is right, but your placement table shows no op for stage 1's ReLU (a Relu or "
+            f"a Maximum), so it did not run on {order[0]} as a TensorFlow op",
+            "compute the ReLU with TensorFlow (tf.nn.relu or tf.maximum with 0), inside "
+            "the capture and in stage 1's device scope",
+        )
     if relu != [order[0]]:
         raise Wrong(
-            expected_got(order[0], ", ".join(relu) or "no Relu", "the task of the Relu"),
-            "the Relu is part of stage 1: compute h = tf.nn.relu(tf.matmul(x, w1)) entirely "
-            "inside `with tf.device(workers[0]):`",
+            expected_got(order[0], ", ".join(relu), f"the task of the {kind}"),
+            f"the {kind} is part of stage 1 (its ReLU): compute h, ReLU included, entirely "
+            "in stage 1's device scope",
         )
     lives = ""
     if hasattr(y, "device") and y.device:
@@ -620,6 +642,24 @@ def _check_sum_placement(table, count: int) -> None:
             )
 
 
+def _check_no_op_on_frozen(table, index: int) -> None:
+    """Wrong if the placement log shows an op sent to the frozen worker ``index``: the
+    answer then relied on TensorFlow's keepalive (~2 s here; without it, forever), not on a
+    wait of its own. Measured: such an op is logged when it is sent, before it waits."""
+    where = f"/job:worker/task:{index}"
+    rows = table[[task_of(d) == where for d in table["device"]]] if len(table) else table
+    sent = sorted(set(map(str, rows["op_type"])))
+    if sent:
+        raise Wrong(
+            f"with worker {index} frozen: your function sent it an op ({', '.join(sent)}), "
+            "which waited until the gRPC keepalive of apply_grpc_options() gave up; the None "
+            "came from TensorFlow's error, not from a wait your function bounded",
+            "without that keepalive the op would wait forever. Before you send a worker "
+            "anything, find out whether it answers at all, waiting at most `timeout` (the "
+            "text of Task 3 names a tool for it)",
+        )
+
+
 def _situation_case(
     answer: Any,
     x: Any,
@@ -713,18 +753,19 @@ def task3(answer: Any, cluster: Any) -> str:
     try:
         _warm_up_or_wrong(count)  # a leftover error of an idle connection goes first
         _freeze(process)
-        _situation_case(
-            answer,
-            x,
-            jobs,
-            expected,
-            {frozen: "frozen"},
-            f"worker {frozen} frozen",
-            "a frozen process keeps its port open, so connecting works and nothing answers: "
-            "ask each worker with a bounded wait, dtf.cluster.answering(spec['worker'], "
-            "timeout), using the `timeout` you were given, and send no op to a worker that "
-            "did not answer",
-        )
+        with placement.capture() as frozen_log:
+            _situation_case(
+                answer,
+                x,
+                jobs,
+                expected,
+                {frozen: "frozen"},
+                f"worker {frozen} frozen",
+                "a frozen process keeps its port open, so connecting works and nothing "
+                "answers: find out whether each worker answers, with a wait that you bound "
+                "by the `timeout` you were given, and send no op to a worker that did not",
+            )
+        _check_no_op_on_frozen(frozen_log.table, frozen)
         _restore(cluster, process, f"worker/{killed}")  # worker 0 resumed, answering
         cluster.kill(f"worker/{killed}")
         _situation_case(
