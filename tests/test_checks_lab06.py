@@ -155,6 +155,8 @@ def make_make_manager(chief="rule", others="own", none="base", kind="str", resto
             manager.restore_or_initialize()
         elif restore == "assert":  # fails while there is no checkpoint yet
             checkpoint.restore(tf.train.latest_checkpoint(base)).assert_consumed()
+        if returns == "chief-only" and folder != base:
+            return None  # only the chief saves: the others return no manager
         return folder if returns == "folder" else manager
     return make_manager
 """
@@ -217,6 +219,8 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
                 "a cluster with a 'chief' job and 2 workers: worker 0 and worker 1 would both "
                 "save into base/tmp",
                 "the task's type and index",
+                "saving may run collective ops",
+                "only the chief's folder",
             ],
         ),
         ({"others": "outside"}, ["worker 1 would save into base/../worker-1, outside base"]),
@@ -248,6 +252,18 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
             {"returns": "folder"},
             ["expected a tf.train.CheckpointManager, got", "tf.train.CheckpointManager("],
         ),
+        (
+            {"returns": "chief-only"},
+            [
+                "for worker 1 of the lab's cluster of 2 workers: expected a "
+                "tf.train.CheckpointManager, got None",
+                "not only the chief",
+                "saving may run collective ops",
+                "need every worker",
+                "overwrite each other's files",
+                "only the chief's folder, base, is the real one",
+            ],
+        ),
     ],
     ids=[
         "everybody-base",
@@ -262,6 +278,7 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
         "restores-nothing",
         "asserts-without-checkpoint",
         "returns-the-folder",
+        "only-the-chief-saves",
     ],
 )
 def test_task1_wrong(tf_worker, switches, fragments) -> None:

@@ -185,6 +185,15 @@ def _checkpoint():
     return tf.train.Checkpoint(task=tf.Variable(-1, dtype=tf.int64))
 
 
+#: Why task 1 has every task save, each into a folder of its own (issue 18).
+WHY_EVERY_TASK_SAVES = (
+    "Every task saves, because saving may run collective ops (of mirrored variables) that "
+    "need every worker to take part; each into a folder of its own, because tasks that "
+    "write the same folder overwrite each other's files; and only the chief's folder, "
+    "base, is the real one, restored after a restart"
+)
+
+
 def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, where: str):
     """The learner's ``CheckpointManager`` for one task, and its folder (normalised)."""
     import tensorflow as tf
@@ -200,6 +209,11 @@ def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, whe
         got = _call_with_hint(answer, hint, checkpoint, base, tf_config)
     except Wrong as exc:
         raise Wrong(f"{where}: {exc.detail}", exc.hint) from None
+    if got is None:
+        raise Wrong(
+            f"{where}: expected a tf.train.CheckpointManager, got None",
+            "every task needs a manager, not only the chief. " + WHY_EVERY_TASK_SAVES,
+        )
     if not isinstance(got, tf.train.CheckpointManager):
         shown = (
             f"the folder {_shown(os.path.normpath(os.fspath(got)), base)}"
@@ -268,7 +282,7 @@ def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) ->
             raise Wrong(
                 f"for {what}: {_label(seen[folders[t]])} and {_label(t)} would both save into "
                 f"{_shown(folders[t], base)}, and overwrite each other's files",
-                "put the task's type and index in the folder's name",
+                "put the task's type and index in the folder's name. " + WHY_EVERY_TASK_SAVES,
             )
         seen[folders[t]] = t
 
