@@ -711,3 +711,43 @@ def test_task4_the_plural_warning_only_where_a_name_lost_its_s() -> None:
     kept = lab07.task4(make_repair(names=False), NAME)
     expect_wrong(kept, "Workers: not a replica type")
     assert "careful" not in kept.message
+
+
+def test_task4_a_capitalisation_slip_gets_its_own_hint() -> None:
+    """'Ps' for 'PS' is a slip of capitals, not of an S: no plural warning (issue 18)."""
+
+    def capitals(manifest):
+        fixed = make_repair()(manifest)
+        specs = fixed["spec"]["tfReplicaSpecs"]
+        specs["Ps"] = specs.pop("PS")
+        return fixed
+
+    verdict = lab07.task4(capitals, NAME)
+    expect_wrong(verdict, "Ps: not a replica type", "'Ps' differs from a replica type only in")
+    assert "careful" not in verdict.message and "S too many" not in verdict.message
+
+
+def test_task4_a_plural_is_named_a_plural() -> None:
+    """'Workers' kept as it is: the hint says it has an S too many (issue 18)."""
+    verdict = lab07.task4(make_repair(names=False), NAME)
+    expect_wrong(verdict, "Workers: not a replica type", "'Workers' has an S too many")
+    assert "capitals" not in verdict.message
+
+
+def test_task5_a_key_error_from_the_manifests_order_gets_a_hint() -> None:
+    """Picking the Job by its position raises KeyError on manifests in another order; the
+    hint says to look it up by kind and name (issue 18)."""
+
+    def by_position(manifests, job, index):
+        manifest = manifests[1 + ["chief", "worker", "ps"].index(job)]
+        value = manifest["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"]
+        return deploy.expand_tf_config(value, index)
+
+    expect_wrong(
+        lab07.task5(by_position, NAME, PORT),
+        "pod 1 of the 'ps' job of another deployment",
+        "raised KeyError",
+        "any order",
+        "Service mnist",
+        "by its kind and its name or label, not by its position",
+    )

@@ -649,6 +649,23 @@ def _lookup(value: Any, path: str) -> Any:
     return value
 
 
+def _replica_type_slip(bad: str) -> str:
+    """What is wrong with the replica type ``bad``, when it is a known slip (issue 18): an S
+    too many (a plural), an S taken from 'PS' (which is not a plural), or capitals."""
+    known = list(deploy.TFJOB_REPLICA_TYPES.values())
+    low = bad.lower()
+    if any(low == t.lower() for t in known):
+        return (
+            f"; {bad!r} differs from a replica type only in its capitals, and the operator "
+            "compares them exactly"
+        )
+    if any(low == t.lower() + "s" for t in known):
+        return f"; {bad!r} has an S too many: a replica type is singular, however many replicas"
+    if any(t.endswith("S") and low + "s" == t.lower() for t in known):
+        return "; careful: 'PS' ends with an S too, and it is not a plural"
+    return ""
+
+
 def _validator_hint(message: str) -> str:
     if "expected int, got '" in message:
         return "replicas is a number: int(...) of the text (in YAML, replicas: 3, unquoted)"
@@ -658,10 +675,7 @@ def _validator_hint(message: str) -> str:
             "deploy.TFJOB_REPLICA_TYPES maps TensorFlow's job names ('ps') to them ('PS')"
         )
         bad = re.findall(r"tfReplicaSpecs\.([^.:\s]+): not a replica type", message)
-        known = deploy.TFJOB_REPLICA_TYPES.values()
-        if any(t.lower().startswith(b.lower()) and t != b for b in bad for t in known):
-            hint += "; careful: 'PS' ends with an S too, and it is not a plural"
-        return hint
+        return hint + "".join(_replica_type_slip(b) for b in bad)
     if "no container named" in message:
         return (
             f"give the replica's container the name {deploy.TFJOB_CONTAINER!r} "
@@ -776,6 +790,14 @@ def task5(answer: Any, name: str, port: int) -> str:
                     "the value holds $(TASK_INDEX), which is not JSON until Kubernetes "
                     "replaces it with the pod's index: replace it first "
                     "(deploy.expand_tf_config(value, index))",
+                ) from None
+            if re.search(r"raised (KeyError|IndexError|TypeError|StopIteration)", exc.detail):
+                raise Wrong(
+                    f"for {where}: {exc.detail}",
+                    "the manifests can come in any order (here "
+                    + ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in manifests)
+                    + "): look the Job up by its kind and its name or label, not by its "
+                    "position in the list",
                 ) from None
             raise
         if isinstance(got, str):
