@@ -121,3 +121,51 @@ def test_check_exits_1_and_says_how_to_fix(tmp_path):
     )
     assert proc.returncode == 1
     assert "missing" in proc.stderr and "python -m tools.draw_images" in proc.stderr
+
+
+def _parameters(path: Path) -> dict:
+    """The literal assignments of a notebook's cell tagged ``parameters``."""
+    import ast
+
+    for cell in nbformat.read(path, as_version=4).cells:
+        if "parameters" in cell.metadata.get("tags", []):
+            tree = ast.parse(cell.source)
+            return {
+                target.id: ast.literal_eval(node.value)
+                for node in tree.body
+                if isinstance(node, ast.Assign)
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            }
+    return {}
+
+
+def test_failure_timeline_shows_the_multi_worker_notebooks_defaults():
+    """The kill → resume timeline (11) draws the steps that notebook's parameters give."""
+    found = [
+        params
+        for path in sorted((ROOT / "notebooks").glob("*.ipynb"))
+        if "FAIL_AT_STEP" in (params := _parameters(path))
+    ]
+    assert len(found) == 1, "one notebook defines FAIL_AT_STEP (the multi-worker one)"
+    params = found[0]
+    assert draw_images.TIMELINE == {
+        "steps": params["STEPS"],
+        "checkpoint_every": params["CHECKPOINT_EVERY"],
+        "fail_at": params["FAIL_AT_STEP"],
+    }, "redraw the timeline with the notebook's defaults (draw_images.TIMELINE)"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_ring_all_reduce_diagram_follows_the_algorithm(n):
+    """The chunk-by-chunk diagram (12): 2(N-1) steps, one chunk sent per device and step,
+    and every device ends with the sum of every chunk."""
+    states = draw_images.ring_all_reduce_states(n)
+    assert len(states) == 2 * (n - 1) + 1  # the start, then one state per step
+    for _, _, sent in states[:-1]:
+        assert all(0 <= c < n for c in sent)  # each device sends exactly one chunk
+    every = frozenset(range(n))
+    assert all(chunk == every for row in states[-1][1] for chunk in row)
+    # after the reduce-scatter, each device holds the full sum of exactly one chunk
+    after_rs = states[n - 1][1]
+    assert all(sum(chunk == every for chunk in row) == 1 for row in after_rs)

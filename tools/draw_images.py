@@ -479,6 +479,459 @@ def draw_ps_vs_allreduce(fig_path: Path) -> None:
     plt.close(fig)
 
 
+FAIL = "#d62728"
+
+
+def draw_client_server_target(fig_path: Path) -> None:
+    """06: a client, a cluster of jobs and tasks, each task a server reached at its target."""
+    fig, (ax,) = canvas(10.0, 4.3)
+    ax.text(5.0, 4.05, "Client, server and target", ha="center", fontsize=12, weight="bold")
+    client = [
+        "the notebook's process:",
+        "Session(target) (TF1) or",
+        'tf.device("/job:worker/task:1")',
+    ]
+    _device(ax, 1.65, 2.25, client, label="client", color=CPU, w=2.9, h=1.05)
+    # the cluster: one job, two tasks, each a server process at its own address
+    region = FancyBboxPatch(
+        (4.15, 0.75),
+        5.65,
+        2.95,
+        boxstyle="round,pad=0.02,rounding_size=0.1",
+        linewidth=1.2,
+        linestyle="--",
+        edgecolor=GREY,
+        facecolor="none",
+    )
+    ax.add_patch(region)
+    ax.text(4.3, 3.5, "cluster: a set of jobs", fontsize=9, style="italic", va="center")
+    ax.text(4.3, 3.15, 'job "worker": a list of tasks', fontsize=9, style="italic", va="center")
+    for y, k in [(2.5, 0), (1.35, 1)]:
+        box(ax, 6.05, y, 2.3, 0.8, f"task {k}\na server process", size=9)
+        ax.text(
+            8.35,
+            y,
+            f"listens on\n127.0.0.1:P{k}\ntarget grpc://127.0.0.1:P{k}",
+            ha="center",
+            va="center",
+            fontsize=8.3,
+            family="DejaVu Sans Mono",
+        )
+    arrow(ax, (3.12, 2.05), (4.88, 1.45), color=CPU)
+    ax.text(4.0, 2.2, "a graph or ops,\nsent to the target", fontsize=8.5, color=CPU, ha="center")
+    arrow(ax, (4.88, 1.2), (3.12, 1.85), color=DEVICE)
+    ax.text(3.75, 1.3, "results", fontsize=8.5, color=DEVICE, ha="center")
+    note = (
+        "a task is one server at one address; ops sent to task 1 run on its devices,"
+        " /job:worker/replica:0/task:1/device:CPU:0.\ncreate_local_server() makes a one-task"
+        " cluster (job localhost) inside the client's own process"
+    )
+    ax.text(5.0, 0.3, note, ha="center", va="center", fontsize=8.8, style="italic")
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+def draw_mirrored_variables(fig_path: Path) -> None:
+    """09: a MirroredVariable's copies, one gradient per replica, one all-reduce, one update."""
+    fig, (ax,) = canvas(10.0, 4.9)
+    ax.text(5.0, 4.65, "One step under MirroredStrategy", ha="center", fontsize=12, weight="bold")
+    box(
+        ax,
+        5.0,
+        4.05,
+        4.6,
+        0.5,
+        "MirroredVariable w: one tf.Variable per replica (.values)",
+        color=CPU,
+        size=9,
+    )
+    xs = [1.7, 5.0, 8.3]
+    for k, x in enumerate(xs):
+        arrow(ax, (5.0 + (x - 5.0) * 0.45, 3.8), (x, 3.45), color=CPU)
+        box(ax, x, 3.15, 2.2, 0.55, f"copy {k} of w, on device {k}", color=CPU, size=8.8)
+        box(ax, x - 1.35, 2.25, 0.5, 0.5, f"share\n{k}", color=DATA, size=7.5)
+        arrow(ax, (x - 1.08, 2.25), (x - 0.93, 2.25), color=DATA)
+        box(
+            ax,
+            x + 0.2,
+            2.25,
+            2.2,
+            0.6,
+            f"replica {k}: forward, backward\n→ gradient g{k} of its share",
+            size=8.3,
+        )
+        arrow(ax, (x, 2.85), (x, 2.58), color=CPU)
+        arrow(ax, (x + 0.2, 1.93), (x + 0.2, 1.63), color=DEVICE)
+        box(ax, x, 0.78, 2.2, 0.5, f"copy {k}: w ← w − lr · g", color=CPU, size=8.8)
+    band = box(ax, 5.0, 1.4, 9.0, 0.42, "", color=DEVICE, fill=0.3)
+    band.set_zorder(0)
+    ax.text(
+        5.0,
+        1.4,
+        "all-reduce: g = g0 + g1 + g2, the same sum on every replica, no central device",
+        ha="center",
+        va="center",
+        fontsize=9,
+        weight="bold",
+    )
+    for x in xs:
+        arrow(ax, (x, 1.18), (x, 1.04), color=DEVICE)
+    ax.text(
+        5.0,
+        0.2,
+        "the same gradient applied to identical copies: the copies stay identical, step after step",
+        ha="center",
+        fontsize=8.8,
+        style="italic",
+    )
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+RING_DEVICES = 4
+
+
+def draw_ring_all_reduce(fig_path: Path) -> None:
+    """09: a ring all-reduce over N devices: chunks passed to the next device, twice N−1 steps."""
+    n = RING_DEVICES
+    fig, (ax,) = canvas(10.0, 4.6)
+    ax.text(
+        5.0,
+        4.35,
+        f"A ring all-reduce over N = {n} devices",
+        ha="center",
+        fontsize=12,
+        weight="bold",
+    )
+    cx, cy, r = 2.3, 2.05, 1.35
+    colours = [CPU, DEVICE, DATA, FAIL]
+    angles = [np.pi / 2 - 2 * np.pi * k / n for k in range(n)]  # clockwise from the top
+    points = [(cx + r * np.cos(a), cy + r * np.sin(a)) for a in angles]
+    for k, (x, y) in enumerate(points):
+        box(ax, x, y, 1.2, 0.62, "", color=colours[k], fill=0.12)
+        ax.text(x, y + 0.14, f"device {k}", ha="center", va="center", fontsize=8.5, weight="bold")
+        for c in range(n):  # its gradient, cut into n chunks
+            box(ax, x - 0.36 + c * 0.24, y - 0.13, 0.18, 0.18, "", color=colours[k], fill=0.5)
+    for k in range(n):
+        a, b = np.array(points[k]), np.array(points[(k + 1) % n])
+        d = (b - a) / np.linalg.norm(b - a)
+        arrow(ax, tuple(a + d * 0.72), tuple(b - d * 0.72), color=TEXT, lw=1.6)
+    ax.text(
+        cx,
+        cy,
+        "each sends\nonly to the\nnext one",
+        ha="center",
+        va="center",
+        fontsize=8.5,
+        style="italic",
+    )
+    lines = [
+        ("Each device cuts its gradient into N chunks.", "normal"),
+        (f"1 · reduce-scatter, N − 1 = {n - 1} steps:", "bold"),
+        ("every device sends one chunk to the next device, which adds", "normal"),
+        ("it to its own; then each device holds the full sum of one chunk.", "normal"),
+        (f"2 · all-gather, N − 1 = {n - 1} steps:", "bold"),
+        ("the summed chunks go round the ring once more, until every", "normal"),
+        ("device holds every summed chunk.", "normal"),
+        ("In each step every link carries one chunk, all at once.", "normal"),
+        (
+            "Each device sends 2(N − 1)/N of its gradient: "
+            f"{2 * (n - 1)}/{n} = {2 * (n - 1) / n:g} here, under 2 for any N.",
+            "bold",
+        ),
+    ]
+    y = 3.75
+    for i, (text, weight) in enumerate(lines):
+        if i and (weight == "bold" or i == len(lines) - 2):
+            y -= 0.18  # a gap before each part
+        ax.text(4.35, y, text, fontsize=9.2, weight=weight, va="center")
+        y -= 0.3
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+def ring_all_reduce_states(n: int) -> list[tuple[str, list[list[frozenset]], list[int]]]:
+    """The ring all-reduce over n devices, step by step: (title, chunks, sent).
+
+    chunks[d][c] is the set of devices whose chunk c device d has added up so far; sent[d]
+    is the chunk device d sends to device d + 1 in the *next* step (-1: none)."""
+    chunks = [[frozenset({d}) for _ in range(n)] for d in range(n)]
+    states = []
+    for s in range(n - 1):  # reduce-scatter: send chunk (d - s), the receiver adds
+        sent = [(d - s) % n for d in range(n)]
+        states.append(("start" if s == 0 else f"reduce-scatter {s}", [r[:] for r in chunks], sent))
+        new = [r[:] for r in chunks]
+        for d in range(n):
+            c = sent[d]
+            new[(d + 1) % n][c] = chunks[(d + 1) % n][c] | chunks[d][c]
+        chunks = new
+    for s in range(n - 1):  # all-gather: send the full chunk (d + 1 - s), the receiver copies
+        sent = [(d + 1 - s) % n for d in range(n)]
+        title = f"reduce-scatter {n - 1}" if s == 0 else f"all-gather {s}"
+        states.append((title, [r[:] for r in chunks], sent))
+        new = [r[:] for r in chunks]
+        for d in range(n):
+            new[(d + 1) % n][sent[d]] = chunks[d][sent[d]]
+        chunks = new
+    states.append((f"all-gather {n - 1}", chunks, [-1] * n))
+    every = frozenset(range(n))
+    assert all(c == every for row in chunks for c in row), "the ring must sum every chunk"
+    return states
+
+
+def draw_reduce_scatter_all_gather(fig_path: Path) -> None:
+    """12: reduce-scatter then all-gather, chunk by chunk, for N = 3 devices."""
+    n = 3
+    states = ring_all_reduce_states(n)
+    cw, ch, x0 = 1.78, 0.78, 1.05
+    fig, (ax,) = canvas(x0 + cw * len(states) + 0.1, 4.5)
+    top = 3.55
+    ax.text(
+        x0 + cw * len(states) / 2,
+        4.25,
+        f"Ring all-reduce of N = {n} devices, chunk by chunk: what each device holds"
+        " after each step",
+        ha="center",
+        fontsize=11,
+        weight="bold",
+    )
+    for j, (title, chunks, sent) in enumerate(states):
+        xc = x0 + cw * (j + 0.5)
+        ax.text(xc, top + 0.25, title, ha="center", fontsize=8.8, weight="bold")
+        for d in range(n):
+            y = top - 0.3 - d * ch
+            for c in range(n):
+                have = chunks[d][c]
+                full = len(have) == n
+                label = "Σ" if full else "+".join(str(k) for k in sorted(have))
+                patch = box(
+                    ax,
+                    xc - 0.52 + c * 0.52,
+                    y,
+                    0.46,
+                    0.42,
+                    label,
+                    color=DEVICE if full else CPU,
+                    fill=0.1 + 0.5 * (len(have) - 1) / (n - 1),
+                    size=8,
+                    weight="bold" if full else "normal",
+                )
+                if sent[d] == c:
+                    patch.set_linewidth(2.6)
+                    patch.set_edgecolor(TEXT)
+    for d in range(n):
+        ax.text(0.08, top - 0.3 - d * ch, f"device {d}", fontsize=9, va="center", weight="bold")
+    ax.text(0.08, top + 0.25, "chunks 0, 1, 2", fontsize=8.3, style="italic")
+    rs_end = x0 + cw * n
+    ax.plot(
+        [rs_end, rs_end], [top - 0.3 - (n - 1) * ch - 0.35, top + 0.45], color=GREY, lw=1.2, ls="--"
+    )
+    ypos = top - 0.3 - (n - 1) * ch - 0.6
+    ax.text(
+        x0 + cw * n / 2,
+        ypos,
+        f"reduce-scatter: {n - 1} steps, the receiver adds",
+        ha="center",
+        fontsize=9,
+        color=CPU,
+    )
+    ax.text(
+        x0 + cw * (n + (n - 1) / 2),
+        ypos,
+        f"all-gather: {n - 1} steps, the receiver copies",
+        ha="center",
+        fontsize=9,
+        color=DEVICE,
+    )
+    note = (
+        "0+1: the sum of devices 0 and 1's values of that chunk; Σ: the sum over every device.\n"
+        "Outlined: the chunk a device sends to the next device in the following step"
+        " (device 2 sends to device 0).\n"
+        "Each step every device sends one chunk, 1/N of the gradient; "
+        f"2(N − 1) = {2 * (n - 1)} steps: 2(N − 1)/N = {2 * (n - 1)}/{n} of the gradient in all."
+    )
+    ax.text(0.08, 0.35, note, fontsize=8.6, style="italic", va="center")
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+def draw_workers_and_chief(fig_path: Path) -> None:
+    """11: MultiWorkerMirroredStrategy's workers: chief, coordination service, heartbeats and
+    checkpoint folders."""
+    fig, (ax,) = canvas(10.0, 4.9)
+    ax.text(5.0, 4.65, "Two workers, one program", ha="center", fontsize=12, weight="bold")
+    ax.text(
+        5.0,
+        4.3,
+        "each started with its own TF_CONFIG: the same cluster, its own task",
+        ha="center",
+        fontsize=9,
+        style="italic",
+    )
+    _device(
+        ax,
+        2.3,
+        3.0,
+        ["the program; a copy of", "every variable"],
+        label="worker 0: the chief",
+        color=CPU,
+        w=2.8,
+        h=0.8,
+    )
+    _device(
+        ax, 7.7, 3.0, ["the program; a copy of", "every variable"], label="worker 1", w=2.8, h=0.8
+    )
+    arrow(ax, (3.75, 3.05), (6.25, 3.05), color=CPU, style="<|-|>", lw=1.8)
+    ax.text(5.0, 3.25, "all-reduce of the gradients,", ha="center", fontsize=8.5, color=CPU)
+    ax.text(5.0, 2.83, "every step", ha="center", fontsize=8.5, color=CPU)
+    box(
+        ax,
+        2.3,
+        1.95,
+        2.5,
+        0.6,
+        "coordination service\n(runs in the chief)",
+        color=CPU,
+        fill=0.3,
+        size=8.8,
+    )
+    arrow(ax, (2.3, 2.58), (2.3, 2.27), color=FAIL, ls="--")
+    arrow(ax, (7.2, 2.58), (3.58, 2.05), color=FAIL, ls="--")
+    ax.text(5.6, 2.05, "heartbeats", fontsize=8.8, color=FAIL, ha="center", rotation=0)
+    ax.text(
+        5.6,
+        1.6,
+        "none for 10 s: the service declares the worker\n"
+        "dead and aborts every worker's collectives",
+        fontsize=8.3,
+        color=FAIL,
+        ha="center",
+        va="center",
+    )
+    box(
+        ax,
+        2.3,
+        0.65,
+        2.9,
+        0.55,
+        "checkpoint folder: the real one,\nrestored by every worker on restart",
+        color=DATA,
+        size=8.3,
+    )
+    box(
+        ax,
+        7.7,
+        0.65,
+        2.9,
+        0.55,
+        "a temporary folder of its own,\nwhich nobody reads",
+        color=GREY,
+        size=8.3,
+    )
+    arrow(ax, (0.85, 2.6), (0.85, 0.95), color=DATA)
+    ax.text(0.75, 1.4, "save", fontsize=8.5, color=DATA, ha="right")
+    arrow(ax, (9.15, 2.6), (9.15, 0.95), color=GREY)
+    ax.text(9.25, 1.4, "save", fontsize=8.5, color=TEXT)
+    ax.text(
+        5.0,
+        0.1,
+        "every worker calls save (it may run collective ops); only the chief's copy counts",
+        ha="center",
+        fontsize=8.8,
+        style="italic",
+    )
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
+#: Notebook 11's defaults, which the timeline shows.
+TIMELINE = dict(steps=40, checkpoint_every=10, fail_at=25)
+
+
+def draw_failure_timeline(fig_path: Path) -> None:
+    """11: kill → detect → restart → resume, on the step axis, with notebook 11's defaults."""
+    steps, every, fail = TIMELINE["steps"], TIMELINE["checkpoint_every"], TIMELINE["fail_at"]
+    saved = fail // every * every
+    fig, (ax,) = canvas(11.0, 4.7)
+    x0, k = 1.7, 0.215  # x of step 0, inches per step
+
+    def x(step):
+        return x0 + k * step
+
+    ax.text(5.5, 4.45, "Kill → detect → restart → resume", ha="center", fontsize=12, weight="bold")
+    lanes = [(3.55, "first run", 0), (3.15, "", 1), (1.55, "after the restart", 0), (1.15, "", 1)]
+    for y, run, w in lanes:
+        if run:
+            ax.text(0.1, y + 0.35, run, fontsize=9, weight="bold", va="center")
+        ax.text(0.1, y, f"worker {w}" + (" (chief)" if w == 0 else ""), fontsize=8.5, va="center")
+    for y in (3.55, 3.15):  # first run: steps 1..fail, then the chief starts step fail + 1
+        ax.broken_barh([(x(0), x(fail) - x(0))], (y - 0.12, 0.24), color=CPU, alpha=0.35)
+    ax.broken_barh([(x(fail), k * 0.6)], (3.55 - 0.12, 0.24), color=FAIL, alpha=0.35)
+    for s in range(every, fail + 1, every):
+        ax.plot([x(s)] * 2, [3.0, 3.72], color=DATA, lw=1.6)
+        ax.text(x(s), 3.82, f"ckpt-{s}", ha="center", fontsize=8, color=DATA)
+    ax.text(
+        x(fail),
+        2.75,
+        f"1 · kill: worker 1\nafter step {fail}",
+        ha="center",
+        fontsize=8.5,
+        color=FAIL,
+    )
+    ax.plot(x(fail) + 0.02, 3.15, marker="x", color=FAIL, markersize=11, mew=2.5)
+    ax.text(
+        x(fail) + 0.4,
+        3.55,
+        f"2 · detect: worker 0, in step {fail + 1}, gets UnavailableError\n"
+        "in a fraction of a second (a frozen worker: a heartbeat\n"
+        "error after about 10 s); the process must exit",
+        fontsize=8.5,
+        color=FAIL,
+        va="center",
+    )
+    ax.annotate(
+        "",
+        xy=(x(saved), 1.78),
+        xytext=(x(fail) + 0.1, 2.45),
+        arrowprops=dict(arrowstyle="-|>", color=TEXT, lw=1.3, connectionstyle="arc3,rad=-0.2"),
+    )
+    ax.text(
+        x(saved) - 0.25,
+        2.3,
+        f"3 · restart both workers: each restores ckpt-{saved} (step {saved}, its weights)\n"
+        f"and skips the {saved} batches already trained on",
+        fontsize=8.5,
+        va="center",
+        ha="right",
+    )
+    for y in (1.55, 1.15):
+        ax.broken_barh([(x(saved), x(fail) - x(saved))], (y - 0.12, 0.24), color=DEVICE, alpha=0.45)
+        ax.broken_barh([(x(fail), x(steps) - x(fail))], (y - 0.12, 0.24), color=CPU, alpha=0.35)
+    ax.text(
+        (x(saved) + x(fail)) / 2,
+        0.78,
+        f"steps {saved + 1}–{fail}\ntrained twice",
+        ha="center",
+        fontsize=8.3,
+        color=DEVICE,
+        va="center",
+    )
+    ax.text(
+        x(steps),
+        0.85,
+        f"4 · resume: to step {steps},\nweights as without the failure",
+        ha="right",
+        fontsize=8.5,
+        va="center",
+    )
+    for s in range(0, steps + 1, 5):
+        ax.text(x(s), 0.28, str(s), ha="center", fontsize=8, color=TEXT)
+    ax.plot([x(0), x(steps)], [0.45, 0.45], color=GREY, lw=1)
+    ax.text(x0 - 0.15, 0.28, "step", ha="right", fontsize=8, style="italic")
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
 #: Every image this script draws: file name in images/ -> drawing function.
 DIAGRAMS: dict[str, Callable[[Path], None]] = {
     "01_mask_to_visible.png": draw_mask_to_visible,
@@ -487,6 +940,12 @@ DIAGRAMS: dict[str, Callable[[Path], None]] = {
     "03_parameter_layouts.png": draw_parameter_layouts,
     "07_cluster_layout.png": draw_cluster_layout,
     "08_ps_vs_allreduce.png": draw_ps_vs_allreduce,
+    "06_client_server_target.png": draw_client_server_target,
+    "09_mirrored_variables.png": draw_mirrored_variables,
+    "09_ring_all_reduce.png": draw_ring_all_reduce,
+    "11_workers_and_chief.png": draw_workers_and_chief,
+    "11_failure_timeline.png": draw_failure_timeline,
+    "12_reduce_scatter_all_gather.png": draw_reduce_scatter_all_gather,
 }
 
 
