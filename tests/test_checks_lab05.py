@@ -396,7 +396,39 @@ def test_task2_an_empty_shard_must_not_give_nan(tf_worker) -> None:
     assert_verdict(
         tf_worker.run(code),
         "wrong",
-        ["replica 3 of 4, with 0 of a global batch of 3", "got NaN", "gives 0 for an empty shard"],
+        [
+            "replica 3 of 4, with 0 of a global batch of 3",
+            "got NaN",
+            "an empty shard must give a scalar 0",
+            "gives 0 for an empty shard",
+        ],
+    )
+
+
+@pytest.mark.parametrize(
+    "empty, shown",
+    [("labels", "a tensor of shape (0,)"), ("None", "None")],
+    ids=["empty-tensor", "none"],
+)
+def test_task2_an_empty_shard_must_give_a_scalar_zero(tf_worker, empty, shown) -> None:
+    """An empty shard answered with an empty tensor or None: the message says a scalar 0
+    (issue 18)."""
+    code = (
+        LOSS
+        + "def skips_empty(labels, logits, n):\n"
+        + "    if len(labels) == 0:\n"
+        + f"        return {empty}\n"
+        + "    return make_loss()(labels, logits, n)\n"
+        + "verdict = checks.lab05.task2(skips_empty)\n"
+    )
+    assert_verdict(
+        tf_worker.run(code),
+        "wrong",
+        [
+            "replica 3 of 4, with 0 of a global batch of 3 (shards of 1, 1, 1, 0): "
+            f"expected a scalar 0, got {shown}",
+            "must be one number, 0",
+        ],
     )
 
 

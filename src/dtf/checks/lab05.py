@@ -409,7 +409,7 @@ def _task2_wrong(value: float, shard: np.ndarray, probs: np.ndarray, sizes, what
         raise Wrong(
             f"{shown}: a replica whose shard is empty (a global batch smaller than the "
             "number of replicas) got NaN, the mean of no numbers, which would spoil every "
-            "weight at the all-reduce",
+            "weight at the all-reduce; an empty shard must give a scalar 0",
             compute + ", which gives 0 for an empty shard",
         )
     if len(shard) and np.isclose(value, shard.mean() / n, atol=1e-5):
@@ -429,6 +429,18 @@ def _task2_wrong(value: float, shard: np.ndarray, probs: np.ndarray, sizes, what
         shown,
         "compute the per-example losses with keras.losses.sparse_categorical_crossentropy("
         "labels, logits, from_logits=True), then " + compute,
+    )
+
+
+def _empty_shard_wrong(got: Any, what: str) -> None:
+    """Wrong for an empty shard's answer that is not one number (issue 18)."""
+    shape = getattr(got, "shape", None)
+    shown = f"a tensor of shape {tuple(shape)}" if shape is not None else short(got)
+    raise Wrong(
+        f"for {what}: expected a scalar 0, got {shown}",
+        "a replica whose shard is empty adds nothing to the mean loss, yet it still takes "
+        "part in the step and the all-reduce: its share must be one number, 0, the same "
+        "shape as every other replica's (a sum over no examples is 0)",
     )
 
 
@@ -454,10 +466,16 @@ def task2(answer: Any) -> str:
             got = call_function(
                 answer, tf.constant(labels[start:stop]), tf.constant(logits[start:stop]), total
             )
+            if size == 0 and (got is None or isinstance(got, (str, bytes))):
+                _empty_shard_wrong(got, what)
             try:
                 value = as_array(got).astype(np.float64)
             except (TypeError, ValueError):
+                if size == 0:
+                    _empty_shard_wrong(got, what)
                 raise Wrong(_expected("one number", got, what)) from None
+            if size == 0 and value.shape != ():
+                _empty_shard_wrong(got, what)
             if value.shape != ():
                 raise Wrong(
                     f"for {what}: expected one number, got shape {value.shape}",
