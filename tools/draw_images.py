@@ -588,6 +588,66 @@ def draw_mirrored_variables(fig_path: Path) -> None:
     plt.close(fig)
 
 
+def draw_run_and_reduce(fig_path: Path) -> None:
+    """10: one custom-loop step: shares, strategy.run per replica, PerReplica, strategy.reduce."""
+    fig, (ax,) = canvas(10.4, 4.4)
+    title = "distributed_train_step: strategy.run, then strategy.reduce"
+    ax.text(5.2, 4.15, title, ha="center", fontsize=12, weight="bold")
+    box(ax, 0.95, 2.05, 1.5, 0.9, "global batch\nGLOBAL_BATCH\nexamples", color=DATA, size=8.8)
+    frame = FancyBboxPatch(
+        (2.55, 0.55),
+        3.5,
+        3.1,
+        boxstyle="round,pad=0.02,rounding_size=0.1",
+        linewidth=1.2,
+        linestyle="--",
+        edgecolor=GREY,
+        facecolor="none",
+    )
+    ax.add_patch(frame)
+    ax.text(
+        4.3,
+        3.45,
+        "strategy.run(train_step, args=(batch,))",
+        ha="center",
+        fontsize=8.8,
+        family="DejaVu Sans Mono",
+    )
+    ys = [2.75, 1.25]
+    for k, y in enumerate(ys):
+        arrow(ax, (1.72, 2.05), (2.95, y), color=DATA)
+        box(
+            ax,
+            4.3,
+            y,
+            2.6,
+            0.85,
+            f"replica {k}: train_step(share {k})\nloss = sum / GLOBAL_BATCH\napply_gradients",
+            size=8.5,
+        )
+        arrow(ax, (5.62, y), (6.75, 2.05), color=DEVICE)
+    ax.text(2.2, 2.75, "share 0", fontsize=8.3, color=DATA, ha="center")
+    ax.text(2.2, 1.3, "share 1", fontsize=8.3, color=DATA, ha="center")
+    arrow(ax, (4.3, 2.3), (4.3, 1.7), color=CPU, style="<|-|>", lw=1.8)
+    ax.text(4.42, 2.0, "all-reduce of\nthe gradients", fontsize=8.3, color=CPU, va="center")
+    ax.text(4.3, 0.72, "one box per replica", ha="center", fontsize=8, style="italic")
+    box(ax, 7.45, 2.05, 1.35, 0.9, "PerReplica:\none loss\nper replica", color=DEVICE, size=8.5)
+    arrow(ax, (8.14, 2.05), (8.7, 2.05), color=CPU)
+    box(ax, 9.5, 2.05, 1.5, 0.9, "one tensor:\nthe mean loss\nof the batch", color=CPU, size=8.5)
+    ax.text(8.42, 2.6, "strategy.reduce\n(SUM, axis=None)", ha="center", fontsize=8.3, color=CPU)
+    ax.text(1.95, 3.0, "distributed\ndataset", ha="center", fontsize=8.3, color=DATA)
+    ax.text(
+        5.2,
+        0.2,
+        "the whole step is one tf.function: traced once, with one copy of train_step per replica",
+        ha="center",
+        fontsize=8.8,
+        style="italic",
+    )
+    fig.savefig(fig_path, dpi=DPI, metadata={"Software": None})
+    plt.close(fig)
+
+
 RING_DEVICES = 4
 
 
@@ -943,6 +1003,7 @@ DIAGRAMS: dict[str, Callable[[Path], None]] = {
     "06_client_server_target.png": draw_client_server_target,
     "09_mirrored_variables.png": draw_mirrored_variables,
     "09_ring_all_reduce.png": draw_ring_all_reduce,
+    "10_run_and_reduce.png": draw_run_and_reduce,
     "11_workers_and_chief.png": draw_workers_and_chief,
     "11_failure_timeline.png": draw_failure_timeline,
     "12_reduce_scatter_all_gather.png": draw_reduce_scatter_all_gather,
