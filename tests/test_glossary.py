@@ -72,6 +72,11 @@ TERMS = [
         (r"`DATA` here, which means that every worker", r"11b_input_sharding\.ipynb"),
     ),
     Term(
+        "heartbeat",
+        r"(?i)heartbeat",
+        (r"\*heartbeat\*, the short message each worker sends at a fixed interval",),
+    ),
+    Term(
         "coordination service",
         r"(?i)coordination service",
         (r"\*coordination service\*, a service in the chief's TensorFlow runtime",),
