@@ -562,7 +562,7 @@ def draw_mirrored_variables(fig_path: Path) -> None:
         )
         arrow(ax, (x, 2.85), (x, 2.58), color=CPU)
         arrow(ax, (x + 0.2, 1.93), (x + 0.2, 1.63), color=DEVICE)
-        box(ax, x, 0.78, 2.2, 0.5, f"copy {k}: w ← w − lr · g", color=CPU, size=8.8)
+        box(ax, x, 0.78, 2.2, 0.5, f"copy {k}: the optimizer's\nupdate with g", color=CPU, size=8.8)
     band = box(ax, 5.0, 1.4, 9.0, 0.42, "", color=DEVICE, fill=0.3)
     band.set_zorder(0)
     ax.text(
