@@ -16,6 +16,8 @@ shown to let those answers through.
 
 from __future__ import annotations
 
+import enum
+
 import pytest
 
 from tests.checks_worker import worker_fixture
@@ -743,3 +745,84 @@ def train_epoch(strategy, x, y, per_replica_batch):
 verdict = checks.lab05.task5(train_epoch, strategy, 16)
 """
     assert_verdict(tf_worker.run(code), "wrong", ["finish Task 3 first"])
+
+
+# --------------------------------------------------------------------------- task 6
+# A decision, checked in this process: the checker needs no TensorFlow.
+
+RIGHT_POLICIES = {"a": "DATA", "b": "FILE", "c": "DATA", "d": "DATA", "e": "OFF"}
+
+
+def policies(**changes):
+    chosen = {**RIGHT_POLICIES, **changes}
+    return lambda: chosen
+
+
+def test_task6_right() -> None:
+    from dtf.checks import lab05
+
+    verdict = lab05.task6(policies())
+    assert verdict.correct, verdict.message
+    assert verdict.message == (
+        "Task 6: correct. Every layout gets a policy that meets its goal (a: DATA, b: FILE, "
+        "c: DATA, d: DATA, e: OFF)."
+    )
+    assert lab05.task6(policies(b="AUTO")).correct  # AUTO finds the files: FILE
+    # AutoShardPolicy members are read by their name (an enum like it, without importing
+    # TensorFlow here; the lab's solution run uses the real one).
+    policy = enum.Enum("AutoShardPolicy", ["OFF", "AUTO", "FILE", "DATA"])
+    assert lab05.task6(lambda: {k: policy[v] for k, v in RIGHT_POLICIES.items()}).correct
+
+
+@pytest.mark.parametrize(
+    "changes, fragments",
+    [
+        ({"a": "AUTO"}, ["for layout 'a'", "AUTO works here only by falling back to DATA"]),
+        ({"a": "FILE"}, ["for layout 'a'", "unshardable source dataset"]),
+        ({"b": "DATA"}, ["for layout 'b'", "reads and parses all 16,000 records"]),
+        ({"b": "OFF"}, ["each of the 4 workers receives all 16,000", "4 times"]),
+        ({"c": "FILE"}, ["for layout 'c'", "with 2 file(s) for 4 workers", "InvalidArgumentError"]),
+        ({"d": "FILE"}, ["for layout 'd'", "9,500, 500 records", "largest share"]),
+        ({"d": "AUTO"}, ["for layout 'd'", "AUTO gives whole files"]),
+        ({"e": "DATA"}, ["for layout 'e'", "no worker's metric is that of the whole set"]),
+        ({"a": "OFF", "e": "FILE"}, ["for layout 'a'", "(1 other layout(s) too)"]),
+    ],
+)
+def test_task6_wrong(changes, fragments) -> None:
+    from dtf.checks import lab05
+
+    verdict = lab05.task6(policies(**changes))
+    assert verdict.status == "wrong", verdict.message
+    for fragment in fragments:
+        assert fragment in verdict.message, verdict.message
+    assert "Hint: For each layout, ask what each worker would read" in verdict.message
+
+
+def test_task6_malformed_and_not_attempted() -> None:
+    from dtf.checks import lab05
+
+    def stub():
+        raise NotImplementedError("Task 6: write your code here")
+
+    assert lab05.task6(stub).status == "not attempted"
+    assert lab05.task6(None).status == "not attempted"
+    for answer, fragment in [
+        (lambda: ["DATA"], "expected a dict {layout: policy}"),
+        (lambda: {"a": "DATA"}, "no policy for layout 'b'"),
+        (policies(c="SHARD"), "for layout 'c': expected an auto-shard policy, got 'SHARD'"),
+    ]:
+        verdict = lab05.task6(answer)
+        assert verdict.status == "wrong" and fragment in verdict.message, verdict.message
+
+
+def test_task6_rules_follow_the_measured_file_split() -> None:
+    """FILE gives file i to worker i mod N (notebook 11b): the shares the rules use."""
+    from dtf.checks import lab05
+
+    assert lab05.file_shares([8, 12, 16, 20], 2) == [24, 32]
+    assert lab05.file_shares([5], 2) == [5, 0]
+    for key, layout in lab05.SHARDING_LAYOUTS.items():
+        accepted = [p for p in ("AUTO", "FILE", "DATA", "OFF") if lab05.policy_outcome(key, p)[0]]
+        assert accepted, key  # every layout has an answer
+        if layout["source"] == "memory" or len(layout["records"]) < layout["workers"]:
+            assert "FILE" not in accepted and "AUTO" not in accepted, key

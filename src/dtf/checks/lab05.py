@@ -10,7 +10,10 @@
 4. :func:`task4`: the distributed step (``strategy.run`` with the ``GradientTape`` inside,
    ``strategy.reduce(SUM, ...)``), run on the lab's ``MirroredStrategy`` and compared with
    single-device steps from the same initial weights on the same global batches;
-5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way.
+5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way;
+6. :func:`task6`: a decision, no code to run: the auto-shard policy for each of several
+   layouts of files or arrays on several workers, judged by the rules notebook 11b measured
+   (:func:`policy_outcome`).
 
 The checkers use the lab's strategy and never create one: a second ``MirroredStrategy`` in
 the same process makes the collective all-reduce of both fail with a "shape mismatch" that
@@ -860,3 +863,161 @@ def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
         f"one epoch of {steps} steps over {_count(n)} matches single-device training: "
         f"loss {losses[0]:.3f} → {losses[-1]:.3f}, largest weight difference {worst:.1e}"
     )
+
+
+# --------------------------------------------------------------------------- task 6
+
+#: Task 6: the input layouts to choose an auto-shard policy for. Each: the number of
+#: workers (``MultiWorkerMirroredStrategy`` processes), the source (``"memory"``: NumPy
+#: arrays through ``from_tensor_slices``; ``"files"``: TFRecord files read with
+#: ``TFRecordDataset``), the records of each file, and what every worker must see.
+SHARDING_LAYOUTS: dict[str, dict[str, Any]] = {
+    "a": {"workers": 2, "source": "memory", "records": (1437,), "goal": "train"},
+    "b": {"workers": 4, "source": "files", "records": (1000,) * 16, "goal": "train"},
+    "c": {"workers": 4, "source": "files", "records": (6000, 6000), "goal": "train"},
+    "d": {"workers": 2, "source": "files", "records": (9000, 500, 500), "goal": "train"},
+    "e": {"workers": 3, "source": "files", "records": (500,) * 6, "goal": "evaluate"},
+}
+#: Task 6: FILE is even enough when its largest share is at most this times its smallest.
+EVEN_ENOUGH = 1.5
+_POLICIES = ("AUTO", "FILE", "DATA", "OFF")
+
+
+def describe_layout(key: str) -> str:
+    """One line that says what layout ``key`` of :data:`SHARDING_LAYOUTS` is."""
+    layout = SHARDING_LAYOUTS[key]
+    records = layout["records"]
+    if layout["source"] == "memory":
+        source = f"{records[0]:,} examples in NumPy arrays (from_tensor_slices)"
+    elif len(set(records)) == 1:
+        source = f"{len(records)} TFRecord files of {records[0]:,} records each"
+    else:
+        source = f"{len(records)} TFRecord files of " + ", ".join(f"{r:,}" for r in records)
+        source += " records"
+    goal = (
+        "train: every record once per epoch"
+        if layout["goal"] == "train"
+        else "evaluate: every worker computes the metric on the whole set by itself"
+    )
+    return f"{key}: {layout['workers']} workers, {source}; {goal}"
+
+
+def file_shares(records: Sequence[int], workers: int) -> list[int]:
+    """The records each worker receives under FILE: file ``i`` goes to worker
+    ``i mod workers`` (measured in notebook 11b)."""
+    shares = [0] * workers
+    for i, n in enumerate(records):
+        shares[i % workers] += n
+    return shares
+
+
+def policy_outcome(key: str, policy: str) -> tuple[bool, str]:
+    """``(acceptable, what happens)`` with ``policy`` for layout ``key``, by the rules
+    notebook 11b measured with TensorFlow 2.21: FILE gives whole files, file ``i`` to worker
+    ``i mod N``, and fails with fewer files than workers (``InvalidArgumentError``) or
+    without files; DATA makes every worker read everything and keep its part; OFF gives
+    every worker everything; AUTO is FILE when the pipeline starts from files and FILE can
+    apply, otherwise a silent fallback to DATA."""
+    layout = SHARDING_LAYOUTS[key]
+    n, records, total = layout["workers"], layout["records"], sum(layout["records"])
+    files = layout["source"] == "files"
+    if layout["goal"] == "evaluate":
+        if policy == "OFF":
+            return True, "every worker receives every record"
+        return False, (
+            f"{policy} divides the records among the {n} workers, so each one sees only its "
+            "part, and no worker's metric is that of the whole set"
+        )
+    if policy == "OFF":
+        return False, (
+            f"OFF divides nothing: each of the {n} workers receives all {total:,} records, "
+            f"so every global batch holds each record {n} times"
+        )
+    if policy == "DATA":
+        if files and len(records) >= n and _even(records, n):
+            return False, (
+                f"DATA works, but every worker reads and parses all {total:,} records to keep "
+                f"1/{n} of them, while whole files would divide evenly here "
+                f"({', '.join(f'{s:,}' for s in file_shares(records, n))} records per worker)"
+            )
+        return True, "every worker reads everything and keeps its part: even shares"
+    can_file = files and len(records) >= n
+    if policy == "FILE" and not files:
+        return False, (
+            "FILE divides files, and a pipeline that starts from from_tensor_slices has "
+            "none: TensorFlow cannot apply it ('Found an unshardable source dataset', the "
+            "reason AUTO's fallback gives in notebook 11b)"
+        )
+    if policy == "FILE" and not can_file:
+        return False, (
+            f"FILE needs at least as many files as workers: with {len(records)} file(s) "
+            f"for {n} workers TensorFlow raises InvalidArgumentError ('Could not apply FILE "
+            "based sharding') and the workers' collective ops abort"
+        )
+    if policy == "AUTO" and not can_file:
+        return False, (
+            "AUTO works here only by falling back to DATA, silently (TensorFlow 2.21 logs it "
+            "at verbose level 2 only): a choice you cannot see in the log"
+        )
+    shares = file_shares(records, n)
+    if not _even(records, n):
+        return False, (
+            f"{policy} gives whole files, file i to worker i mod {n}: the workers receive "
+            f"{', '.join(f'{s:,}' for s in shares)} records, and since every step is "
+            "collective the epoch lasts as long as the largest share"
+        )
+    return True, f"whole files per worker: {', '.join(f'{s:,}' for s in shares)} records"
+
+
+def _even(records: Sequence[int], workers: int) -> bool:
+    shares = file_shares(records, workers)
+    return min(shares) > 0 and max(shares) <= EVEN_ENOUGH * min(shares)
+
+
+def _policy_name(value: Any) -> str | None:
+    """``"FILE"`` for ``AutoShardPolicy.FILE``, ``"file"`` or ``"FILE"``; None otherwise."""
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name.strip().upper() in _POLICIES:
+        return name.strip().upper()
+    return None
+
+
+@task(LAB, 6)
+def task6(answer: Any) -> str:
+    """``shard_policies() -> {layout: policy}``: an auto-shard policy for every layout of
+    :data:`SHARDING_LAYOUTS` (``tf.data.experimental.AutoShardPolicy`` members or their
+    names). Each choice is judged by :func:`policy_outcome`; the message names the first
+    layout whose choice does not meet its goal, and what that choice would do there."""
+    got = call_function(answer)
+    if not isinstance(got, dict):
+        raise Wrong(
+            f"expected a dict {{layout: policy}}, got {short(got)}",
+            "return one entry per layout: " + ", ".join(repr(k) for k in SHARDING_LAYOUTS),
+        )
+    missing = [k for k in SHARDING_LAYOUTS if k not in got]
+    if missing:
+        raise Wrong(
+            f"your dict has no policy for layout {missing[0]!r}",
+            "one entry per layout: " + ", ".join(repr(k) for k in SHARDING_LAYOUTS),
+        )
+    wrong = []
+    for key in SHARDING_LAYOUTS:
+        name = _policy_name(got[key])
+        if name is None:
+            raise Wrong(
+                f"for layout {key!r}: expected an auto-shard policy, got {short(got[key])}",
+                "use a member of tf.data.experimental.AutoShardPolicy (AUTO, FILE, DATA, OFF)",
+            )
+        ok, why = policy_outcome(key, name)
+        if not ok:
+            wrong.append((key, name, why))
+    if wrong:
+        key, name, why = wrong[0]
+        more = f" ({len(wrong) - 1} other layout(s) too)" if len(wrong) > 1 else ""
+        raise Wrong(
+            f"for layout {key!r} ({describe_layout(key)}), {name}: {why}{more}",
+            "for each layout, ask what each worker would read and receive under your policy, "
+            "and whether that meets the layout's goal (notebook 11b, sections 5 and 6)",
+        )
+    chosen = ", ".join(f"{k}: {_policy_name(v)}" for k, v in got.items() if k in SHARDING_LAYOUTS)
+    return f"every layout gets a policy that meets its goal ({chosen})"
