@@ -75,10 +75,10 @@ def test_break_tfjob_breaks_a_copy_in_ways_the_validator_reports() -> None:
         lab07.break_tfjob(good, 2)
 
 
-def test_the_lab_registers_five_tasks_the_last_optional() -> None:
+def test_the_lab_registers_six_tasks_the_fifth_optional() -> None:
     registered = checks.tasks("lab07")
-    assert list(registered) == [1, 2, 3, 4, 5]
-    assert [t.optional for t in registered.values()] == [False, False, False, False, True]
+    assert list(registered) == [1, 2, 3, 4, 5, 6]
+    assert [t.optional for t in registered.values()] == [False, False, False, False, True, False]
 
 
 def test_the_checkers_import_no_tensorflow() -> None:
@@ -702,6 +702,7 @@ def test_a_lab_run_scorecard() -> None:
         3: "correct",
         4: "correct",
         5: "not attempted",
+        6: "not attempted",
     }
     with pytest.raises(AssertionError, match="Task 2: not attempted"):
         checks.assert_all_correct("lab07")
@@ -751,3 +752,74 @@ def test_task5_a_key_error_from_the_manifests_order_gets_a_hint() -> None:
         "Service mnist",
         "by its kind and its name or label, not by its position",
     )
+
+
+# --------------------------------------------------------------------------- task 6
+
+RIGHT_FAULTS = {
+    "a": (f"{NAME}-worker", "subdomain"),
+    "b": (NAME, "clusterIP"),
+    "c": (f"{NAME}-chief", "TF_CONFIG"),
+    "d": (f"{NAME}-worker", "restartPolicy"),
+    "e": (f"{NAME}-worker", "parallelism"),
+}
+
+
+def faults(**changes):
+    chosen = {**RIGHT_FAULTS, **changes}
+    return lambda: chosen
+
+
+def test_task6_every_broken_deployment_passes_the_validator() -> None:
+    """The faults are of meaning: deploy.validate accepts every manifest, and each case
+    differs from the valid deployment in exactly the manifest the answer names."""
+    good = deploy.indexed_jobs(lab07.LAYOUT, name=NAME, port=PORT)
+    for case, manifests in lab07.broken_deployments(NAME, PORT).items():
+        for manifest in manifests:
+            deploy.validate(manifest)
+        changed = [g["metadata"]["name"] for g, b in zip(good, manifests, strict=True) if g != b]
+        assert changed == [RIGHT_FAULTS[case][0]], case
+    shown = lab07.show_deployment(lab07.broken_deployments(NAME, PORT)["e"])
+    assert f"Job {NAME}-worker: completions=3, parallelism=1" in shown
+
+
+def test_task6_right() -> None:
+    verdict = lab07.task6(faults(), NAME, PORT)
+    assert verdict.correct, verdict.message
+    assert verdict.message.startswith("Task 6: correct. You found the fault of all 5 deployments")
+    paths = faults(
+        a=(f"{NAME}-worker", "spec.template.spec.subdomain"),
+        c=(f"{NAME}-chief", "spec.template.spec.containers[0].env[1]"),
+        d=(f"{NAME}-worker", "podFailurePolicy"),
+    )
+    assert lab07.task6(paths, NAME, PORT).correct
+
+
+@pytest.mark.parametrize(
+    "changes, fragments",
+    [
+        (
+            {"a": (NAME, "subdomain")},
+            ["for case 'a': dtf-cluster is as a working deployment needs it", "which names"],
+        ),
+        (
+            {"d": (f"{NAME}-worker", "completions")},
+            ["for case 'd': the field 'completions' of dtf-cluster-worker is as", "another"],
+        ),
+        ({"e": ("worker", "parallelism")}, ["no manifest named 'worker'", "metadata.name"]),
+        ({"b": "clusterIP"}, ["for case 'b': expected (manifest name, field)"]),
+    ],
+    ids=["wrong-manifest", "wrong-field", "not-a-name", "not-a-pair"],
+)
+def test_task6_wrong(changes, fragments) -> None:
+    verdict = lab07.task6(faults(**changes), NAME, PORT)
+    expect_wrong(verdict, *fragments)
+    right_field = dict(RIGHT_FAULTS)[next(iter(changes))][1]
+    assert right_field not in verdict.message.split("Hint:")[1]  # the hint names no answer
+
+
+def test_task6_malformed_and_missing() -> None:
+    expect_wrong(lab07.task6(lambda: [], NAME, PORT), "expected a dict {case: (manifest")
+    expect_wrong(lab07.task6(lambda: {"a": RIGHT_FAULTS["a"]}, NAME, PORT), "no entry for case 'b'")
+    expect_wrong(lab07.task6(faults(), "-bad", PORT), "cannot build the lab's Indexed Jobs")
+    assert lab07.task6(stub, NAME, PORT).status == checks.NOT_ATTEMPTED

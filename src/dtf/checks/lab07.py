@@ -843,3 +843,174 @@ def task5(answer: Any, name: str, port: int) -> str:
         f"pod {task_.index} of {name}-{task_.job} is {task_} at {cluster[task_.job][task_.index]}, "
         f"read by TensorFlow's resolver as {seen['type']}/{seen['index']}"
     )
+
+
+# --------------------------------------------------------------------------- task 6
+
+#: Task 6: one fault per broken deployment of :data:`LAYOUT`, each of which
+#: :func:`dtf.deploy.validate` accepts: ``(case, job whose manifest is broken ('' for the
+#: Service), the fields that name the fault, what the fault does)``.
+FAULTS = (
+    (
+        "a",
+        "worker",
+        ("subdomain",),
+        "the worker pods' host names live under another subdomain than the headless "
+        "Service's name, so no DNS record is made for them and no task can reach a worker",
+    ),
+    (
+        "b",
+        "",
+        ("clusterIP",),
+        "the Service is not headless: it gets one virtual address that balances between the "
+        "pods, and no DNS record per pod, so the per-task addresses of TF_CONFIG resolve to "
+        "nothing",
+    ),
+    (
+        "c",
+        "chief",
+        ("TF_CONFIG",),
+        "the chief's TF_CONFIG says it is a worker: two processes play the same worker task "
+        "and the chief task is played by nobody",
+    ),
+    (
+        "d",
+        "worker",
+        ("restartPolicy", "podFailurePolicy"),
+        "a failed worker's container is restarted in place, alone, by the kubelet, while "
+        "multi-worker training needs all workers to restart together, and a preempted "
+        "worker's exit (42) now counts as a failure",
+    ),
+    (
+        "e",
+        "worker",
+        ("parallelism",),
+        "the Job runs one worker pod at a time, so the others never start while it waits "
+        "for them: the cluster never forms",
+    ),
+)
+
+
+def _tf_config_env(manifest: dict) -> dict:
+    return next(
+        e
+        for e in manifest["spec"]["template"]["spec"]["containers"][0]["env"]
+        if e["name"] == TF_CONFIG
+    )
+
+
+def broken_deployments(name: str, port: int) -> dict[str, list[dict]]:
+    """``{case: manifests}``: the Indexed Jobs of :data:`LAYOUT` (``name``, ``port``), each
+    case with the one fault of :data:`FAULTS`; every one passes :func:`dtf.deploy.validate`."""
+    out = {}
+    for case, job, _, _ in FAULTS:
+        manifests = deploy.indexed_jobs(LAYOUT, name=name, port=port)
+        target = next(
+            m for m in manifests if m["metadata"]["name"] == (f"{name}-{job}" if job else name)
+        )
+        spec = target["spec"]
+        if case == "a":
+            spec["template"]["spec"]["subdomain"] = f"{name}-workers"
+        elif case == "b":
+            del spec["clusterIP"]
+        elif case == "c":
+            env = _tf_config_env(target)
+            env["value"] = env["value"].replace('"type": "chief"', '"type": "worker"')
+        elif case == "d":
+            spec["template"]["spec"]["restartPolicy"] = "OnFailure"
+            del spec["podFailurePolicy"]
+        elif case == "e":
+            spec["parallelism"] = 1
+        out[case] = manifests
+    return out
+
+
+def show_deployment(manifests: list[dict]) -> str:
+    """The fields of a deployment that decide whether its pods find each other and how
+    they restart, one line per manifest."""
+    lines = []
+    for m in manifests:
+        spec = m["spec"]
+        if m["kind"] == "Service":
+            lines.append(
+                f"  Service {m['metadata']['name']}: clusterIP={spec.get('clusterIP', '(unset)')}, "
+                f"selector={spec.get('selector')}"
+            )
+            continue
+        pod = spec["template"]["spec"]
+        task_ = deploy.expand_tf_config(_tf_config_env(m)["value"], 0)["task"]
+        lines.append(
+            f"  Job {m['metadata']['name']}: completions={spec['completions']}, "
+            f"parallelism={spec['parallelism']}, subdomain={pod.get('subdomain')}, "
+            f"restartPolicy={pod.get('restartPolicy')}, "
+            f"podFailurePolicy={'yes' if spec.get('podFailurePolicy') else 'none'}, "
+            f"TF_CONFIG task={task_['type']}/$(TASK_INDEX)"
+        )
+    return "\n".join(lines)
+
+
+def _field_of(text: str) -> str:
+    """``"subdomain"`` for ``"spec.template.spec.subdomain"``; ``"TF_CONFIG"`` for a path
+    into the container's ``env``; the text itself otherwise."""
+    text = text.strip()
+    if "env" in text.split(".")[-1] or text.endswith("]") and ".env[" in text:
+        return TF_CONFIG
+    return re.sub(r"\[.*?\]", "", text.split(".")[-1])
+
+
+@task(LAB, 6)
+def task6(answer: Any, name: str, port: int) -> str:
+    """``whats_wrong() -> {case: (manifest name, field)}``: for each deployment of
+    :func:`broken_deployments`, the manifest (its ``metadata.name``) and the field (its name,
+    or a path ending with it) that breaks multi-worker training. Every broken deployment
+    passes :func:`dtf.deploy.validate`: the fault is one of meaning, not of schema."""
+    try:
+        cases = broken_deployments(name, port)
+    except ClusterConfigError as exc:
+        raise Wrong(
+            f"the checker cannot build the lab's Indexed Jobs: {exc}",
+            "fix NAME or PORT in the parameters cell and run the lab from the top",
+        ) from None
+    got = call_function(answer)
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"expected a dict {{case: (manifest name, field)}}, got {short(got)}",
+            "return one entry per case: " + ", ".join(repr(c) for c in cases),
+        )
+    for case, job, fields, _why in FAULTS:
+        if case not in got:
+            raise Wrong(f"your dict has no entry for case {case!r}", "one entry per case")
+        pair = got[case]
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise Wrong(
+                f"for case {case!r}: expected (manifest name, field), got {short(pair)}",
+                "a pair: the broken manifest's metadata.name and the name of the field",
+            )
+        manifest, field = (str(x) for x in pair)
+        want = f"{name}-{job}" if job else name
+        names = [m["metadata"]["name"] for m in cases[case]]
+        if manifest not in names:
+            raise Wrong(
+                f"for case {case!r}: there is no manifest named {manifest!r} (there are "
+                f"{', '.join(names)})",
+                "name the manifest by its metadata.name, as printed",
+            )
+        if manifest != want:
+            raise Wrong(
+                f"for case {case!r}: {manifest} is as a working deployment needs it",
+                "for each manifest, ask what its fields make Kubernetes do: which pods run "
+                "and when, which names resolve, which task each pod plays, who restarts "
+                "what after a failure",
+            )
+        if _field_of(field).lower() not in [f.lower() for f in fields]:
+            raise Wrong(
+                f"for case {case!r}: the field {field!r} of {manifest} is as a working "
+                "deployment needs it; another field of that manifest is not",
+                "compare that manifest's fields with what multi-worker training needs from "
+                "it (notebook 13, section 8, and the Indexed Jobs' docstring, "
+                "help(deploy.indexed_jobs))",
+            )
+    return (
+        f"you found the fault of all {len(FAULTS)} deployments, each of which passes the "
+        "schema's validation; e.g. case 'b': " + FAULTS[1][3]
+    )
