@@ -742,3 +742,63 @@ def test_task3_not_attempted_touches_no_worker(lab, answer) -> None:
     assert outcome.status == "not attempted", outcome.message
     assert time.monotonic() - began < lab04.TIMEOUT_S  # no worker was frozen or killed
     assert lab.run("out['pids'] = cluster.pids").out["pids"] == before
+
+
+# --------------------------------------------------------------------------- task 4
+
+RIGHT_DIAGNOSES = dict(lab04.PUZZLE_CASES)
+
+
+def diagnoses_case(**changes) -> str:
+    chosen = {**RIGHT_DIAGNOSES, **changes}
+    return f"verdict = checks.lab04.task4(lambda: {chosen!r}, cluster)\n"
+
+
+def test_task4_the_logs_show_each_mistake(lab) -> None:
+    """The logs are real: the client's task, the workers' tasks and the missing MatMul
+    appear where each mistake puts them."""
+    outcome = lab.run(
+        "tables = checks.lab04.placement_puzzles(cluster)\n"
+        "out['ops'] = {c: [f'{o}@{checks.lab04.task_of(d)}' for o, d in "
+        "zip(t['op_type'], t['device'])] for c, t in tables.items()}\n"
+    )
+    ops = outcome.out["ops"]
+    client, w0, w1 = "/job:host/task:0", "/job:worker/task:0", "/job:worker/task:1"
+    assert ops["b"] == [f"MatMul@{w0}", f"Relu@{w0}", f"MatMul@{w1}"], ops
+    assert ops["a"] == [f"MatMul@{w0}", f"Relu@{client}", f"MatMul@{w1}"], ops
+    assert ops["c"] == [f"MatMul@{w0}", f"Relu@{w0}"], ops
+    assert ops["d"] == [f"MatMul@{client}", f"Relu@{client}", f"MatMul@{client}"], ops
+
+
+def test_task4_right(lab) -> None:
+    outcome = lab.run(diagnoses_case())
+    assert outcome.status == "correct", outcome.message
+    assert "you read all 4 placement logs right" in outcome.message.lower()
+
+
+@pytest.mark.parametrize(
+    "changes, fragments",
+    [
+        (
+            {"a": "correct"},
+            ["for case 'a': your diagnosis 'correct'", "does not fit its log", "/job:host/task:0"],
+        ),
+        ({"c": "all-on-client", "d": "correct"}, ["for case 'c'", "(1 other case(s) too)"]),
+        ({"b": "fine"}, ["'fine' is not one of the diagnoses"]),
+    ],
+    ids=["missed-mistake", "two-wrong", "unknown"],
+)
+def test_task4_wrong(lab, changes, fragments) -> None:
+    outcome = lab.run(diagnoses_case(**changes))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+    if "Hint:" in outcome.message and "not one of" not in outcome.message:
+        assert "relu-on-client" not in outcome.message.split("Hint:")[1]  # no answer in it
+
+
+def test_task4_malformed_and_not_attempted(lab) -> None:
+    outcome = lab.run("verdict = checks.lab04.task4(lambda: ['correct'], cluster)")
+    assert outcome.status == "wrong" and "expected a dict {case: diagnosis}" in outcome.message
+    outcome = lab.run(STUB + "verdict = checks.lab04.task4(stub, cluster)")
+    assert outcome.status == "not attempted", outcome.message

@@ -7,7 +7,10 @@
    checked by value and by the placement log;
 3. :func:`task3`: a sum on every worker of a running cluster that never waits for a worker
    that is down: the checker freezes one worker and kills another, runs the learner's
-   function in a thread under a hard time limit, and restores the cluster afterwards.
+   function in a thread under a hard time limit, and restores the cluster afterwards; an
+   answer that sends an op to the frozen worker (no bounded wait of its own) is wrong;
+4. :func:`task4`: a diagnosis: the learner reads real placement logs of task 2's stages,
+   run with one mistake each (:func:`placement_puzzles`), and says what is wrong.
 
 Tasks 2 and 3 run against the lab's cluster: a :class:`dtf.cluster.LocalCluster` whose one
 excluded task (``host/0``) is played by the notebook's process, connected with
@@ -790,4 +793,122 @@ def task3(answer: Any, cluster: Any) -> str:
         f"with every worker up you returned the {sums}, computed on the workers; {story} "
         f"(None), each time within the {allowed_s():g} s allowed. The checker has resumed "
         f"worker {frozen}, restarted worker {killed} and connected again"
+    )
+
+
+# --------------------------------------------------------------------------- task 4
+
+#: Task 4: what a placement log can say is wrong with Task 2's two stages.
+DIAGNOSES = {
+    "correct": "nothing: each stage ran where it belongs",
+    "all-on-client": "no op of either stage ran on a worker",
+    "relu-on-client": "the ReLU of stage 1 ran in this notebook's process",
+    "stage-2-outside-tensorflow": "stage 2 is not in the log: it did not run as TensorFlow ops",
+}
+
+
+def _puzzle_stages(kind: str, x, w1, w2, workers):
+    """Task 2's two stages, with the mistake ``kind`` of :data:`DIAGNOSES`."""
+    import tensorflow as tf
+
+    if kind == "all-on-client":
+        return tf.matmul(tf.nn.relu(tf.matmul(x, w1)), w2)
+    with tf.device(workers[0]):
+        h = tf.matmul(x, w1)
+        if kind != "relu-on-client":
+            h = tf.nn.relu(h)
+    if kind == "relu-on-client":
+        h = tf.nn.relu(h)  # outside every scope: in the client
+    if kind == "stage-2-outside-tensorflow":
+        return h.numpy() @ w2.numpy()  # NumPy, in the client: no op, no log line
+    with tf.device(workers[1]):
+        return tf.matmul(h, w2)
+
+
+#: Task 4: the mistake behind each case (a fixed order, so that the printed cases and the
+#: expected answers stay the same from run to run).
+PUZZLE_CASES = {
+    "a": "relu-on-client",
+    "b": "correct",
+    "c": "stage-2-outside-tensorflow",
+    "d": "all-on-client",
+}
+
+
+def placement_puzzles(cluster: Any) -> dict[str, Any]:
+    """``{case: placement table}``: Task 2's stages run for real on ``cluster``'s first two
+    workers (:func:`worker_pair`), each case with the mistake of :data:`PUZZLE_CASES`, each
+    in its own ``placement.capture()``. Only the columns a learner needs are kept."""
+    import tensorflow as tf
+
+    from dtf import placement
+
+    pair = worker_pair(cluster)
+    x, w1, w2 = (tf.constant(a) for a in stage_inputs())
+    _warm_up_or_wrong(len(worker_addresses(cluster)))
+    tables = {}
+    for case, kind in PUZZLE_CASES.items():
+        with placement.capture() as log:
+            _puzzle_stages(kind, x, w1, w2, pair)
+        table = log.table
+        if "source" in table and (table["source"] == "eager").any():
+            table = table[table["source"] == "eager"]  # one row per op run (as in Task 2)
+        tables[case] = table[["op_type", "device"]].reset_index(drop=True)
+    return tables
+
+
+@task(LAB, 4)
+def task4(answer: Any, cluster: Any) -> str:
+    """``diagnose_logs() -> {case: diagnosis}``: for each placement log of
+    :func:`placement_puzzles` (Task 2's stages run with the mistake of
+    :data:`PUZZLE_CASES`), the key of :data:`DIAGNOSES` that says what is wrong. The checker
+    makes the logs again and checks first that each shows what its mistake leaves, so a
+    verdict never rests on a log that TensorFlow did not write."""
+    if getattr(cluster, "running", True) is False:
+        raise Wrong(
+            "the cluster is not running, so the logs cannot be made",
+            "run the cells of 'The lab's cluster', then this one",
+        )
+    tables = placement_puzzles(cluster)
+    here = _local_task(cluster) or "/job:localhost/task:0"
+    for case, table in tables.items():
+        tasks = {task_of(d) for d in table["device"]}
+        kind = PUZZLE_CASES[case]
+        shown = (kind == "all-on-client") == (tasks == {here})
+        if not shown:  # the checker's own premise: never judge on a log that says otherwise
+            raise Wrong(
+                f"the checker's log of case {case!r} does not show its mistake ({short(tasks)})",
+                "restart the kernel and run the lab from the top",
+            )
+    got = call_function(answer)
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"expected a dict {{case: diagnosis}}, got {short(got)}",
+            "return one entry per case: " + ", ".join(repr(c) for c in PUZZLE_CASES),
+        )
+    wrong = []
+    for case, kind in PUZZLE_CASES.items():
+        if case not in got:
+            raise Wrong(f"your dict has no diagnosis for case {case!r}", "one entry per case")
+        said = got[case]
+        if said not in DIAGNOSES:
+            raise Wrong(
+                f"for case {case!r}: {short(said)} is not one of the diagnoses",
+                "use a key of DIAGNOSES: " + ", ".join(repr(k) for k in DIAGNOSES),
+            )
+        if said != kind:
+            wrong.append((case, said))
+    if wrong:
+        case, said = wrong[0]
+        more = f" ({len(wrong) - 1} other case(s) too)" if len(wrong) > 1 else ""
+        raise Wrong(
+            f"for case {case!r}: your diagnosis {said!r} ({DIAGNOSES[said]}) does not fit its "
+            f"log{more}",
+            "for each log, find the ops of stage 1 (a MatMul and a ReLU) and of stage 2 (a "
+            f"MatMul), and the task each ran on; {here} is this notebook's process, and an op "
+            "that is missing did not run as TensorFlow",
+        )
+    return (
+        f"you read all {len(PUZZLE_CASES)} placement logs right, each made by running Task "
+        "2's stages on the lab's cluster"
     )

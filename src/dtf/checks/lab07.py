@@ -27,7 +27,10 @@ checkers of Tasks 1 and 2 do (the lab's Setup has imported it already).
    replica count, equal the manifest ``dtf.deploy.tfjob`` writes, and the input must stay as
    it was;
 5. :func:`task5` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets once Kubernetes
-   has expanded ``$(TASK_INDEX)``, compared with Task 1's answer for Task 3's cluster.
+   has expanded ``$(TASK_INDEX)``, compared with Task 1's answer for Task 3's cluster;
+6. :func:`task6`: a diagnosis: deployments of Indexed Jobs that :func:`dtf.deploy.validate`
+   accepts, each with one fault of meaning (:func:`broken_deployments`); the learner names
+   the manifest and the field at fault.
 """
 
 from __future__ import annotations
