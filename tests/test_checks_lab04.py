@@ -666,7 +666,7 @@ def test_task3_a_slow_answer_is_wrong(lab) -> None:
         (
             "lambda x, s, t: (lambda r: (gate.wait() if None in r.values() else None, r)[1])"
             "(right(x, s, t))",
-            "ask each worker with a bounded wait",
+            "with a wait that you bound by the `timeout` you were given",
         ),
     ],
     ids=["own-timeout", "never-returns"],
