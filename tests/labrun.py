@@ -77,11 +77,20 @@ def output_text(nb) -> str:
 
 
 def cell_text(cell) -> str:
-    parts = []
+    """A cell's printed text. Stream outputs are joined as they came: the kernel may split one
+    ``print`` into several stream messages (under load it does), which must read the same."""
+    parts: list[str] = []
+    streamed = False
     for out in cell.get("outputs", []):
         if out.output_type == "stream":
-            parts.append(out.text)
-        elif out.output_type == "error":
+            if streamed:
+                parts[-1] += out.text
+            else:
+                parts.append(out.text)
+            streamed = True
+            continue
+        streamed = False
+        if out.output_type == "error":
             parts.append("\n".join(out.traceback))
         else:
             parts.append(str(out.get("data", {}).get("text/plain", "")))

@@ -356,3 +356,22 @@ def test_student_answer_cells_are_valid_python() -> None:
         for cell in nb.cells:
             if cell.cell_type == "code":
                 ast.parse(cell.source)
+
+
+def test_a_print_split_into_several_stream_messages_reads_as_one():
+    """Under load the kernel may send one ``print`` as two stream messages; a re-run whose
+    output arrived in one piece must compare equal (labrun's re-run check)."""
+    from tests.labrun import cell_text
+
+    def cell(*texts):
+        c = nbformat.v4.new_code_cell("verdict = check()")
+        c.outputs = [nbformat.v4.new_output("stream", name="stdout", text=t) for t in texts]
+        return c
+
+    assert cell_text(cell("Task 1: not", " attempted\n")) == cell_text(
+        cell("Task 1: not attempted\n")
+    )
+    shown = nbformat.v4.new_output("execute_result", data={"text/plain": "1"}, execution_count=1)
+    mixed = cell("a\n")
+    mixed.outputs.append(shown)
+    assert cell_text(mixed) == "a\n\n1"
