@@ -113,9 +113,10 @@ FAST_TEST_LIMIT_S = 5.0
 
 
 def pytest_terminal_summary(terminalreporter):
-    """Name the tests that ``make test`` runs (no ``slow``, ``notebook`` or ``root`` marker)
-    but whose own run took longer than :data:`FAST_TEST_LIMIT_S` (a module fixture's setup,
-    e.g. a lab checker's TensorFlow process, is shared by the module and not counted)."""
+    """Name the tests that ``make test`` runs (no ``slow``, ``notebook`` or ``root`` marker;
+    ``smoke`` marks the one kept on purpose) but whose own run took longer than
+    :data:`FAST_TEST_LIMIT_S` (a module fixture's setup, e.g. a lab checker's TensorFlow
+    process, is shared by the module and not counted)."""
     total: dict[str, float] = {}
     marked: set[str] = set()
     for reports in terminalreporter.stats.values():
@@ -123,7 +124,7 @@ def pytest_terminal_summary(terminalreporter):
             if getattr(report, "when", None) != "call":
                 continue
             keywords = getattr(report, "keywords", {}) or {}
-            if {"slow", "notebook", "root"} & set(keywords):
+            if {"slow", "notebook", "root", "smoke"} & set(keywords):
                 marked.add(report.nodeid)
             total[report.nodeid] = total.get(report.nodeid, 0.0) + report.duration
     slow = sorted((s, n) for n, s in total.items() if n not in marked and s > FAST_TEST_LIMIT_S)
