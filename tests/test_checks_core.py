@@ -1,5 +1,6 @@
 """Tests of dtf.checks.core: verdicts, calling the learner's code, the task registry, the
-scorecard and the comparison helpers. No TensorFlow is imported here.
+scorecard and the comparison helpers. No TensorFlow is imported here; the one test that needs
+autograph runs the learner's functions, written to a module file, in a fresh process.
 
 Every test starts from an empty scorecard; tests that register tasks do it in a throw-away
 copy of the registry, so the tests can run in any order.
@@ -15,7 +16,7 @@ import pytest
 
 from dtf import checks
 from dtf.checks import core
-from tests.conftest import ROOT, stub
+from tests.conftest import ROOT, last_json, run_script, stub
 from tools import make_labs
 
 pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
@@ -65,11 +66,181 @@ def test_a_stub_of_another_task_is_named() -> None:
     assert verdict.status == checks.WRONG
     assert "calls code of Task 1" in verdict.message
     assert "Finish Task 1 first" in verdict.message
+    assert "(`uses_task_1`)" not in verdict.message  # the function itself: not named twice
     # The task's own stub is "not attempted", and outside a check a stub is never "another".
     own = checks.check("lab02", 1, lambda: checks.call(uses_task_1), uses_task_1)
     assert own.status == checks.NOT_ATTEMPTED
     with pytest.raises(core._NotAttempted):
         checks.call(uses_task_1)
+
+
+#: What autograph makes of an error raised while a ``tf.function`` is traced (TensorFlow 2.21):
+#: the error's type, with a message that starts with a header and the frames.
+AUTOGRAPH_MESSAGE = """in user code:
+
+    File "/tmp/ipykernel_41/2713.py", line 8, in tower_step  *
+        shards = split_batch(x, y, len(devices))
+    File "/tmp/ipykernel_41/1012.py", line 3, in split_batch  *
+        {code}
+
+    {error}
+"""
+
+
+def autograph_error(kind: type, code: str, error: str) -> BaseException:
+    return kind(AUTOGRAPH_MESSAGE.format(code=code, error=error))
+
+
+def raises(exc: BaseException):
+    def answer(*args):
+        raise exc
+
+    answer.__name__ = "tower_step"
+    return answer
+
+
+def test_a_stub_of_another_task_inside_a_tf_function_is_named() -> None:
+    """Autograph puts the stub's message after "in user code:" and the frames: the task it
+    names is found there, not only at the start."""
+    stub_error = autograph_error(
+        NotImplementedError,
+        'raise NotImplementedError("Task 1: write your code here")',
+        "NotImplementedError: Task 1: write your code here",
+    )
+    verdict = checks.check("lab02", 3, lambda: checks.call(raises(stub_error)))
+    assert verdict.status == checks.WRONG, verdict.message
+    assert "`tower_step` calls code of Task 1 (`split_batch`)" in verdict.message
+    assert "Hint: Finish Task 1 first" in verdict.message
+    own = checks.check("lab02", 1, lambda: checks.call(raises(stub_error)))
+    assert own.status == checks.NOT_ATTEMPTED, own.message
+
+
+def test_error_lines_skip_what_tensorflow_wraps_around_them() -> None:
+    """The learner sees the line that says what went wrong, not "in user code:"."""
+    shape = autograph_error(
+        ValueError,
+        "return tf.matmul(x, x)",
+        "ValueError: Dimensions must be equal, but are 3 and 2 for '{{node MatMul}}'.",
+    )
+    assert checks.user_error_line(shape) == (
+        "ValueError: Dimensions must be equal, but are 3 and 2 for '{{node MatMul}}' "
+        "(at `return tf.matmul(x, x)` in `split_batch`)"
+    )
+    verdict = checks.check("lab02", 3, lambda: checks.call(raises(shape)))
+    assert "`tower_step` raised ValueError: Dimensions must be equal" in verdict.message
+    assert "in user code" not in verdict.message
+    graph = RuntimeError(
+        "Graph execution error:\n\nDetected at node GatherV2 defined at (most recent call "
+        'last):\n  File "<stdin>", line 5, in <module>\n\n  File "/tmp/x.py", line 21, in '
+        "step\n\nindices = 5 is not in [0, 2)\n\t [[{{node GatherV2}}]] [Op:__inference_step]"
+    )
+    assert checks.user_error_line(graph) == "RuntimeError: indices = 5 is not in [0, 2)"
+    eager = ValueError(
+        "{{function_node __wrapped__MatMul_device_/job:localhost/replica:0/task:0/device:CPU:0}}"
+        " Matrix size-incompatible: In[0]: [2,2], In[1]: [3,3] [Op:MatMul] name: "
+    )
+    assert checks.user_error_line(eager) == (
+        "ValueError: Matrix size-incompatible: In[0]: [2,2], In[1]: [3,3] [Op:MatMul]"
+    )
+    assert checks.user_error_line(KeyError("surprise")) == "KeyError: 'surprise'"
+    verdict = checks.check("lab01", 2, lambda: (_ for _ in ()).throw(shape))
+    assert "could not be checked (ValueError: Dimensions must be equal" in verdict.message
+
+
+def test_a_not_implemented_error_that_is_no_stub_is_wrong() -> None:
+    """NumPy on a symbolic tensor raises NotImplementedError: the learner did attempt it."""
+    numpy_error = autograph_error(
+        NotImplementedError,
+        "return np.mean(x)",
+        "NotImplementedError: Cannot convert a symbolic tf.Tensor (x:0) to a numpy array.",
+    )
+    verdict = checks.check("lab02", 3, lambda: checks.call(raises(numpy_error)))
+    assert verdict.status == checks.WRONG, verdict.message
+    assert "raised NotImplementedError: Cannot convert a symbolic tf.Tensor" in verdict.message
+    assert "Hint: Inside a tf.function, tensors have no values yet" in verdict.message
+    bare = autograph_error(
+        NotImplementedError, "raise NotImplementedError", "NotImplementedError: "
+    )
+    assert checks.check("lab02", 3, lambda: checks.call(raises(bare))).status == (
+        checks.NOT_ATTEMPTED
+    )
+
+
+#: Functions of a learner's lab, written to a module file so that autograph can read their
+#: source and convert them, as it does for the functions a notebook cell defines.
+LEARNER_MODULE = """
+import numpy as np
+import tensorflow as tf
+
+
+def split_batch(x, y, num_towers):
+    raise NotImplementedError("Task 1: write your code here")
+
+
+@tf.function
+def tower_step(x):
+    shards = split_batch(x, x, 2)
+    return x
+
+
+@tf.function
+def own_stub(x):
+    raise NotImplementedError("Task 3: write your code here")
+
+
+@tf.function
+def shape_bug(x):
+    return tf.matmul(x, x)
+
+
+@tf.function
+def numpy_bug(x):
+    return np.mean(x)
+"""
+
+AUTOGRAPH_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import tensorflow as tf
+import learner
+from dtf import checks
+
+x = tf.ones((2, 3))
+out = {}
+for name in ("tower_step", "own_stub", "shape_bug", "numpy_bug"):
+    function = getattr(learner, name)
+    try:
+        function(x)
+    except Exception as exc:
+        out[name + ":raw"] = str(exc)
+    out[name] = checks.check("lab02", 3, lambda: checks.call(function, x), function).message
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_stubs_and_errors_inside_autograph_converted_functions(tmp_path) -> None:
+    """A task that calls an unfinished task from inside a tf.function (autograph-converted,
+    as in a notebook) names the unfinished task; the errors shown skip "in user code:"."""
+    (tmp_path / "learner.py").write_text(LEARNER_MODULE, encoding="utf-8")
+    proc = run_script(
+        f"import sys; sys.argv[1:] = [{str(tmp_path)!r}]\n" + AUTOGRAPH_SCRIPT, timeout=180
+    )
+    out = last_json(proc)
+    for name in ("tower_step", "own_stub", "shape_bug", "numpy_bug"):
+        # The precondition of the test: autograph converted the function and wrapped its error.
+        assert out[f"{name}:raw"].startswith("in user code:"), out[f"{name}:raw"]
+    assert out["tower_step"] == (
+        "Task 3: wrong: `tower_step` calls code of Task 1 (`split_batch`), which still raises "
+        "NotImplementedError. Hint: Finish Task 1 first, run its cell, then this one again."
+    )
+    assert out["own_stub"].startswith("Task 3: not attempted (replace")
+    assert out["shape_bug"].startswith(
+        "Task 3: wrong: `shape_bug` raised ValueError: Dimensions must be equal"
+    )
+    assert "(at `return tf.matmul(x, x)` in `shape_bug`)" in out["shape_bug"]
+    assert "in user code" not in out["shape_bug"] + out["numpy_bug"]
+    assert "raised NotImplementedError: Cannot convert a symbolic tf.Tensor" in out["numpy_bug"]
 
 
 def test_an_unforeseen_answer_is_wrong_not_raised() -> None:
@@ -222,10 +393,10 @@ def test_the_task_decorator_refuses_bad_names(registry, lab, number, error, matc
 
 def test_labs_are_known_by_their_modules() -> None:
     assert {"lab01", "lab02"} <= set(checks.known_labs())
-    assert list(checks.tasks("lab01")) == [1, 2, 3, 4]
-    assert [t.optional for t in checks.tasks("lab01").values()] == [False, False, False, True]
+    assert list(checks.tasks("lab01")) == [1, 2, 3, 4, 5]
+    assert [t.optional for t in checks.tasks("lab01").values()] == [False] * 4 + [True]
     assert checks.tasks("lab01")[1].checker is checks.lab01.task1
-    assert list(checks.tasks("lab02")) == [1, 2, 3]
+    assert list(checks.tasks("lab02")) == [1, 2, 3, 4]
     with pytest.raises(ValueError, match="unknown lab 'lab99'; known: lab01, lab02"):
         checks.summary("lab99")
     with pytest.raises(ValueError, match="unknown lab"):
@@ -237,7 +408,7 @@ def test_a_lab_module_is_imported_when_its_tasks_are_asked_for(registry, monkeyp
     registry.pop("lab02")
     monkeypatch.delitem(sys.modules, "dtf.checks.lab02")
     monkeypatch.setattr(checks, "lab02", checks.lab02)  # the import rebinds the attribute
-    assert list(checks.tasks("lab02")) == [1, 2, 3]
+    assert list(checks.tasks("lab02")) == [1, 2, 3, 4]
     assert registry["lab02"][3].source == "dtf.checks.lab02.task3"
 
 
@@ -252,19 +423,20 @@ def test_summary_and_assert_all_correct(capsys) -> None:
     capsys.readouterr()
     statuses = checks.summary("lab02")
     out = capsys.readouterr().out
-    assert statuses == {1: "correct", 2: "not attempted", 3: "not attempted"}
-    assert out.splitlines()[0] == "lab02: 1 of 3 tasks correct"
+    assert statuses == {1: "correct", 2: "not attempted", 3: "not attempted", 4: "not attempted"}
+    assert out.splitlines()[0] == "lab02: 1 of 4 tasks correct"
     assert "Task 3: not checked yet" in out
     with pytest.raises(AssertionError, match="Task 2: not attempted"):
         checks.assert_all_correct("lab02")
     checks.check("lab02", 2, lambda: None)
     checks.check("lab02", 3, lambda: None)
+    checks.check("lab02", 4, lambda: None)
     checks.assert_all_correct("lab02")
 
 
 def test_the_scorecard_lists_optional_tasks(capsys) -> None:
     checks.summary("lab01")
-    assert "Task 4 (optional): not checked yet" in capsys.readouterr().out
+    assert "Task 5 (optional): not checked yet" in capsys.readouterr().out
 
 
 def test_the_scorecard_keeps_the_latest_verdict_and_reset_forgets(capsys) -> None:

@@ -8,18 +8,22 @@ with its own answer (tests/checks_worker.py). Every test stands alone.
 from __future__ import annotations
 
 import os
+import re
 import textwrap
 from pathlib import Path
 
+import nbformat
 import pytest
 
 from dtf import checks
 from dtf.checks import lab01
 from tests.checks_worker import worker_fixture
-from tests.conftest import stub
+from tests.conftest import ROOT, stub
 
 tf_worker = worker_fixture(num_devices=2)
 
+
+LAB_NOTEBOOK = "01_masking_placement_lab.ipynb"
 
 pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
@@ -197,7 +201,7 @@ def test_task2_missing() -> None:
 # --------------------------------------------------------------------------- task 3
 
 PLACE = """
-def place_ops(a, b, bias):
+def place_ops(a, b, bias, devs):
     with placement.capture() as log:
         with tf.device({mm}):
             c = tf.matmul(a, b)
@@ -208,7 +212,7 @@ verdict = checks.lab01.task3(place_ops, setup)
 """
 
 
-def place(mm: str = "D[-1]", add: str = "D[0]", table: str = "log.table") -> str:
+def place(mm: str = "devs[-1]", add: str = "devs[0]", table: str = "log.table") -> str:
     return PLACE.format(mm=mm, add=add, table=table)
 
 
@@ -216,7 +220,10 @@ def place(mm: str = "D[-1]", add: str = "D[0]", table: str = "log.table") -> str
 def test_task3_right(tf_worker) -> None:
     first = tf_worker.run(place())
     assert first.status == "correct", first.message
-    assert first.message == "Task 3: correct. MatMul ran on CPU:1 and the addition on CPU:0."
+    assert first.message == (
+        "Task 3: correct. MatMul ran on CPU:1 and the addition on CPU:0, and on CPU:0 and "
+        "CPU:1 with the devices reversed."
+    )
     assert tf_worker.run(place()).message == first.message  # again: the same verdict
 
 
@@ -226,10 +233,37 @@ def test_task3_a_placement_log_works_too(tf_worker) -> None:
 
 
 def test_task3_swapped_devices(tf_worker) -> None:
-    outcome = tf_worker.run(place(mm="D[0]", add="D[1]"))
+    outcome = tf_worker.run(place(mm="devs[0]", add="devs[-1]"))
     assert outcome.status == "wrong"
     assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
     assert "soft placement" not in outcome.message
+
+
+@pytest.mark.parametrize(
+    "mm, add, fragments",
+    [
+        (
+            "devs[-1]",
+            "None",
+            [
+                "with devices = ['CPU:1', 'CPU:0']: for the device of the addition: expected "
+                "'CPU:1', got 'CPU:0'",
+                "CPU:0 is TensorFlow's default device, where an op runs when no device scope "
+                "is open",
+            ],
+        ),
+        ("None", "devs[0]", ["for the device of MatMul: expected 'CPU:1', got 'CPU:0'"]),
+        ("D[-1]", "D[0]", ["with devices = ['CPU:1', 'CPU:0']: for the device of MatMul"]),
+    ],
+    ids=["addition-unscoped", "matmul-unscoped", "setup-names-not-devices"],
+)
+def test_task3_sees_a_missing_scope_on_the_default_device(tf_worker, mm, add, fragments) -> None:
+    """An op outside any device scope runs on the default device: the checker also runs the
+    answer with the devices reversed, so that the addition's device is not the default one."""
+    outcome = tf_worker.run(place(mm=mm, add=add))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
 
 
 def test_task3_names_soft_placement_that_replaced_a_gpu(tf_worker) -> None:
@@ -238,7 +272,7 @@ def test_task3_names_soft_placement_that_replaced_a_gpu(tf_worker) -> None:
     assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
     assert "your code asks for '/gpu:1', which this process does not have" in outcome.message
     assert "soft placement (on by default) quietly ran the op on CPU:0" in outcome.message
-    assert "use the names in setup.names" in outcome.message.lower()
+    assert "use the names in `devices`" in outcome.message.lower()
 
 
 def test_task3_names_soft_placement_in_an_f_string(tf_worker) -> None:
@@ -247,8 +281,17 @@ def test_task3_names_soft_placement_in_an_f_string(tf_worker) -> None:
     assert "which this process does not have" in outcome.message
 
 
-def test_task3_right_by_luck_of_soft_placement_says_so(tf_worker) -> None:
+def test_task3_a_gpu_moved_to_the_right_device_by_luck_is_seen(tf_worker) -> None:
+    """'/gpu:0' on a CPU machine lands on CPU:0 by soft placement: right for the lab's
+    devices, wrong once the devices are reversed, and the message says why."""
     outcome = tf_worker.run(place(add="'/gpu:0'"))
+    assert outcome.status == "wrong", outcome.message
+    assert "with devices = ['CPU:1', 'CPU:0']: for the device of the addition" in outcome.message
+    assert "your code asks for '/gpu:0', which this process does not have" in outcome.message
+
+
+def test_task3_right_by_luck_with_one_device_says_so(tf_worker) -> None:
+    outcome = tf_worker.run(place(add="'/gpu:0'").replace("setup)", "D[:1])"))
     assert outcome.status == "correct", outcome.message
     assert "your code also asks for '/gpu:0', which this process does not have" in (outcome.message)
 
@@ -256,11 +299,21 @@ def test_task3_right_by_luck_of_soft_placement_says_so(tf_worker) -> None:
 @pytest.mark.parametrize(
     "answer, fragments",
     [
-        ("lambda a, b, bias: (tf.matmul(a, b), None)", ["expected array of shape (2, 2)", "0.5"]),
-        ("lambda a, b, bias: tf.matmul(a, b) + bias", ["expected a pair (result, placement"]),
-        ("lambda a, b, bias: (tf.matmul(a, b) + bias, 'table')", ["expected the placement"]),
+        (
+            "lambda a, b, bias, devs: (tf.matmul(a, b), None)",
+            ["expected array of shape (2, 2)", "0.5"],
+        ),
+        (
+            "lambda a, b, bias, devs: tf.matmul(a, b) + bias",
+            ["expected a pair (result, placement"],
+        ),
+        (
+            "lambda a, b, bias, devs: (tf.matmul(a, b) + bias, 'table')",
+            ["expected the placement"],
+        ),
+        ("lambda a, b, bias: None", ["raised TypeError"]),
     ],
-    ids=["value", "not-a-pair", "no-table"],
+    ids=["value", "not-a-pair", "no-table", "no-devices-argument"],
 )
 def test_task3_wrong(tf_worker, answer, fragments) -> None:
     outcome = tf_worker.run(f"verdict = checks.lab01.task3({answer}, setup)")
@@ -272,10 +325,10 @@ def test_task3_wrong(tf_worker, answer, fragments) -> None:
 def test_task3_ops_outside_the_capture_block(tf_worker) -> None:
     outcome = tf_worker.run(
         """
-def place_ops(a, b, bias):
+def place_ops(a, b, bias, devs):
     with placement.capture() as log:
         pass
-    with tf.device(D[1]):
+    with tf.device(devs[-1]):
         c = tf.matmul(a, b)
     return c + bias, log.table
 verdict = checks.lab01.task3(place_ops, setup)
@@ -292,7 +345,7 @@ def test_task3_missing(tf_worker) -> None:
 
 def test_task3_with_one_device_both_ops_belong_on_it(tf_worker) -> None:
     """NUM_DEVICES = 1: the last device is the first, so both ops go there."""
-    one = tf_worker.run(place(mm="D[0]").replace("setup)", "D[:1])"))
+    one = tf_worker.run(place(mm="devs[0]").replace("setup)", "D[:1])"))
     assert one.status == "correct", one.message
     assert one.message == "Task 3: correct. MatMul ran on CPU:0 and the addition on CPU:0."
     moved = tf_worker.run(place(mm="D[1]").replace("setup)", "D[:1])"))
@@ -302,14 +355,136 @@ def test_task3_with_one_device_both_ops_belong_on_it(tf_worker) -> None:
 
 # --------------------------------------------------------------------------- task 4
 
+COLLEAGUE = """
+x, w, b = (tf.constant(v) for v in checks.lab01.COLLEAGUE_INPUTS)
+with placement.capture() as colleague_log:
+    checks.lab01.colleague_forward(x, w, b, setup.names)
+"""
+
+
+def diagnose(answer: str, log: str = "colleague_log", setup: str = "setup") -> str:
+    return COLLEAGUE + f"verdict = checks.lab01.task4(lambda: {answer}, {log}, {setup})\n"
+
+
+def test_task4_right(tf_worker) -> None:
+    outcome = tf_worker.run(diagnose("('AddV2', 'missing-device')"))
+    assert outcome.status == "correct", outcome.message
+    assert outcome.message == (
+        "Task 4: correct. AddV2 asked for '/gpu:12' and ran on CPU:0: the device its code "
+        "asks for does not exist in this process, so soft placement ran it on one that does."
+    )
+    again = tf_worker.run(diagnose("['AddV2', ' Missing-Device ']"))
+    assert again.message == outcome.message
+
+
+def test_task4_reads_the_log_captured_live(tf_worker) -> None:
+    """The verdict comes from the log the lab captured: with one device (NUM_DEVICES = 1)
+    the same answer holds, and a log that is not colleague_forward's is refused."""
+    one = tf_worker.run(
+        diagnose("('AddV2', 'missing-device')", setup="D[:1]").replace("setup.names)", "D[:1])")
+    )
+    assert one.status == "correct", one.message
+    other = tf_worker.run(
+        COLLEAGUE.replace("setup.names", "D[::-1]")
+        + "verdict = checks.lab01.task4(lambda: ('AddV2', 'missing-device'), colleague_log, "
+        "setup)\n"
+    )
+    assert other.status == "wrong", other.message
+    assert (
+        "shows MatMul on CPU:0, although its code asks for CPU:1, which exists: it is not the "
+        "log of colleague_forward as the lab runs it" in other.message
+    )
+
+
+@pytest.mark.parametrize(
+    "answer, fragments",
+    [
+        (
+            "('Relu', 'no-scope')",
+            [
+                "Relu ran on CPU:0, but its code asks for no device, so no device it asked "
+                "for was refused",
+                "Compare, op by op, the device in the log with the device its `tf.device`",
+            ],
+        ),
+        ("('MatMul', 'missing-device')", ["MatMul ran on CPU:1, the device its code asks for"]),
+        ("('Sum', 'no-kernel')", ["Sum ran on CPU:0, the device its code asks for"]),
+        ("('Conv2D', 'missing-device')", ["colleague_forward runs no 'Conv2D'"]),
+        (
+            "('AddV2', 'no-kernel')",
+            [
+                "AddV2 is the op that did not run where its code asks, but 'no-kernel' is not why",
+                "compare the name with setup.names",
+            ],
+        ),
+        ("('AddV2', 'no-scope')", ["read the `with tf.device(...)` around it"]),
+        ("('AddV2', 'follows-input')", ["so why could it not?"]),
+    ],
+    ids=["no-scope-op", "matmul", "sum", "unknown-op", "no-kernel", "no-scope", "follows-input"],
+)
+def test_task4_wrong(tf_worker, answer, fragments) -> None:
+    outcome = tf_worker.run(diagnose(answer))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+    if answer.startswith(("('Relu'", "('MatMul'", "('Sum'")):
+        assert "AddV2" not in outcome.message  # the op to blame is not revealed
+
+
+@pytest.mark.parametrize(
+    "answer, log, fragment",
+    [
+        ("'AddV2'", "colleague_log", "expected a pair (op type, reason)"),
+        ("('AddV2', 3)", "colleague_log", "expected two strings"),
+        ("('AddV2', 'soft')", "colleague_log", "'soft' is not one of the reasons"),
+        ("('AddV2', 'missing-device')", "None", "expected the placement table"),
+        (
+            "('AddV2', 'missing-device')",
+            "placement.parse('')",
+            "has no MatMul, so it is not the log of colleague_forward",
+        ),
+    ],
+    ids=["single", "reason-type", "reason-key", "no-log", "empty-log"],
+)
+def test_task4_malformed(tf_worker, answer, log, fragment) -> None:
+    outcome = tf_worker.run(diagnose(answer, log=log))
+    assert outcome.status == "wrong", outcome.message
+    assert fragment in outcome.message, outcome.message
+
+
+def test_task4_missing(tf_worker) -> None:
+    outcome = tf_worker.run(
+        COLLEAGUE + "def stub():\n    raise NotImplementedError('Task 4: write your code here')\n"
+        "verdict = checks.lab01.task4(stub, colleague_log, setup)"
+    )
+    assert outcome.status == "not attempted", outcome.message
+    assert tf_worker.run(diagnose("None").replace("lambda: None", "None")).status == (
+        "not attempted"
+    )
+
+
+def test_task4_colleague_code_is_shown_as_it_runs() -> None:
+    source = lab01.colleague_source()
+    assert source.startswith("def colleague_forward(x, w, b, devices):")
+    assert f'tf.device("{lab01.COLLEAGUE_DEVICE}")' in source
+    assert set(lab01._asked(["/device:CPU:0", "/device:CPU:1"])) == {
+        "MatMul",
+        "AddV2",
+        "Relu",
+        "Sum",
+    }
+
+
+# --------------------------------------------------------------------------- task 5
+
 SOFT = """
-verdict = checks.lab01.task4(lambda: {answer}, setup)
+verdict = checks.lab01.task5(lambda: {answer}, setup)
 out["soft_placement_after"] = tf.config.get_soft_device_placement()
 out["missing_device"] = checks.lab01.missing_device(setup)
 """
 
 
-def test_task4_right_and_the_setting_is_restored(tf_worker) -> None:
+def test_task5_right_and_the_setting_is_restored(tf_worker) -> None:
     outcome = tf_worker.run(SOFT.format(answer="{True: False, False: True}"))
     assert outcome.status == "correct", outcome.message
     assert "raised InvalidArgumentError" in outcome.message and "ran on CPU:0" in outcome.message
@@ -324,16 +499,41 @@ def test_task4_right_and_the_setting_is_restored(tf_worker) -> None:
         ("{True: 'runs', False: 'raises'}", "expected True (it raises) or False"),
     ],
 )
-def test_task4_wrong(tf_worker, answer, fragment) -> None:
+def test_task5_wrong(tf_worker, answer, fragment) -> None:
     outcome = tf_worker.run(SOFT.format(answer=answer))
     assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
     assert outcome.out["soft_placement_after"] is True
 
 
-def test_task4_missing(tf_worker) -> None:
-    outcome = tf_worker.run("verdict = checks.lab01.task4(None, setup)")
+def test_task5_missing(tf_worker) -> None:
+    outcome = tf_worker.run("verdict = checks.lab01.task5(None, setup)")
     assert outcome.status == "not attempted"
 
 
 def test_missing_device_is_one_past_the_last() -> None:
     assert lab01.missing_device(["/device:GPU:0", "/device:GPU:1"]) == "/device:GPU:2"
+
+
+# --------------------------------------------------------------------------- the lab's text
+
+
+def test_the_tasks_state_goals_not_the_solution_code() -> None:
+    """Each task says its goal and how it is checked; no line of a solution's code (between
+    ### BEGIN SOLUTION and ### END SOLUTION) appears in the lab's text."""
+    nb = nbformat.read(ROOT / "labs" / "solutions" / LAB_NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for number in checks.tasks("lab01"):
+        task = re.search(rf"\*\*Task {number}\b.*?(?=\n## |\Z)", text, re.S)
+        assert task, f"no **Task {number}** in the lab"
+        for part in ("*Goal:*", "*Your answer:*", "*How it is checked:*"):
+            assert part in task[0], f"Task {number} does not state {part}"
+    regions = [
+        region
+        for c in nb.cells
+        if c.cell_type == "code"
+        for region in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)
+    ]
+    prose = " ".join(text.split())  # a line of code may wrap in the text
+    for line in {ln.split("#")[0].strip() for region in regions for ln in region.splitlines()}:
+        if len(line) >= 16:  # a statement, not a bracket or a bare name
+            assert " ".join(line.split()) not in prose, f"the lab's text spells out {line!r}"

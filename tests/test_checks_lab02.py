@@ -7,9 +7,17 @@ Every task needs TensorFlow, so the cases run in a TensorFlow process set up lik
 
 from __future__ import annotations
 
+import re
+
+import nbformat
 import pytest
 
+from dtf import checks
+from dtf.checks import lab02
 from tests.checks_worker import worker_fixture
+from tests.conftest import ROOT
+
+LAB_NOTEBOOK = "02_towers_lab.ipynb"
 
 tf_worker = worker_fixture(num_devices=2)
 
@@ -260,3 +268,154 @@ def test_task3_restores_tensorfloat32(tf_worker) -> None:
     assert outcome.status == "correct", outcome.message
     assert outcome.out["tf32"] is True  # TensorFlow's default, put back
     assert outcome.out["gradient"].startswith("tensorflow.")  # the tape's method, put back
+
+
+# --------------------------------------------------------------------------- task 4
+
+DIAGNOSIS = {"A": "summed-loss", "B": "right", "C": "last-tower", "D": "summed-gradients"}
+
+
+def diagnose(answer: dict | str) -> str:
+    return f"verdict = checks.lab02.task4(lambda: {answer!r} , setup)\n".replace(
+        "lambda: 'stub'", "stub"
+    )
+
+
+def test_task4_the_measurements_tell_the_steps_apart(tf_worker) -> None:
+    """One step of each, measured against one device: the right one matches, summing the
+    gradients multiplies the update by the towers, summing the losses by the examples per
+    tower, and one tower's gradients turn it."""
+    outcome = tf_worker.run(
+        "table = checks.lab02.measure_steps(setup)\n"
+        "out['table'] = table.to_dict(orient='index')\n"
+        "out['again'] = checks.lab02.measure_steps(setup).equals(table)\n"
+        "out['one'] = checks.lab02.measure_steps(D[:1]).to_dict(orient='index')\n"
+        "out['diagnoses'] = checks.lab02.measured_diagnoses(table)\n"
+    )
+    table = outcome.out["table"]
+    size, cosine = "update size / one device's", "cosine with one device's update"
+    assert table["B"][size] == 1.0 and table["B"][cosine] == 1.0
+    assert table["D"][size] == 4.0 and table["D"][cosine] == 1.0
+    assert table["A"][size] == 16.0 and table["A"][cosine] == 1.0
+    assert table["C"][cosine] < 0.999
+    assert float(table["B"]["largest weight difference"]) < 1e-6
+    assert outcome.out["again"] is True
+    assert outcome.out["diagnoses"] == DIAGNOSIS == lab02.CANDIDATES
+    one = outcome.out["one"]  # the same towers on one device: the same measurements
+    assert {k: (v[size], v[cosine]) for k, v in one.items()} == {
+        k: (v[size], v[cosine]) for k, v in table.items()
+    }
+
+
+def test_task4_right(tf_worker) -> None:
+    outcome = tf_worker.run(diagnose(DIAGNOSIS))
+    assert outcome.status == "correct", outcome.message
+    assert outcome.message == (
+        "Task 4: correct. Step B trains as one device does; the measurements give away each "
+        "of the others' mistakes (A: summed-loss, C: last-tower, D: summed-gradients)."
+    )
+    again = tf_worker.run(diagnose({k: f" {v.upper()} " for k, v in DIAGNOSIS.items()}))
+    assert again.message == outcome.message
+
+
+@pytest.mark.parametrize(
+    "change, fragments",
+    [
+        (
+            {"D": "right"},
+            [
+                "1 of 4 diagnoses are wrong: step D.",
+                "Step D's update is 4.000 times one device's, at a cosine of 1.0000",
+            ],
+        ),
+        (
+            {"A": "summed-gradients", "D": "summed-loss"},
+            [
+                "2 of 4 diagnoses are wrong: steps A and D.",
+                "Step A's update is 16.000 times one device's: compare that factor with the "
+                "number of towers (4) and of examples per tower (16)",
+            ],
+        ),
+        (
+            {"C": "summed-gradients"},
+            ["Step C's update points elsewhere than one device's (cosine 0."],
+        ),
+        (
+            {"B": "last-tower", "C": "right"},
+            ["steps B and C.", "Step B's update points where one device's does (cosine 1.0000)"],
+        ),
+    ],
+    ids=["summed-called-right", "factors-swapped", "turned-called-scaled", "swapped"],
+)
+def test_task4_wrong(tf_worker, change, fragments) -> None:
+    outcome = tf_worker.run(diagnose({**DIAGNOSIS, **change}))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+    for step in change:  # the right diagnosis of a step answered wrongly is never given
+        assert repr(DIAGNOSIS[step]) not in outcome.message
+        assert f"{step}: {DIAGNOSIS[step]}" not in outcome.message
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [
+        ("['A']", "expected a dict {step: diagnosis}"),
+        ({"A": "right"}, "there is no diagnosis for step B"),
+        ({**DIAGNOSIS, "C": "broken"}, "for step C: 'broken' is not one of the diagnoses"),
+        ({**DIAGNOSIS, "C": 3}, "for step C: 3 is not one of the diagnoses"),
+    ],
+    ids=["list", "missing", "unknown", "number"],
+)
+def test_task4_malformed(tf_worker, answer, fragment) -> None:
+    code = (
+        diagnose(answer)
+        if not isinstance(answer, str)
+        else (f"verdict = checks.lab02.task4(lambda: {answer}, setup)\n")
+    )
+    outcome = tf_worker.run(code)
+    assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task4_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + f"verdict = checks.lab02.task4({answer}, setup)")
+    assert outcome.status == "not attempted", outcome.message
+
+
+def test_task4_calling_an_unfinished_task_names_it(tf_worker) -> None:
+    outcome = tf_worker.run(
+        "def split_batch(*args):\n"
+        "    raise NotImplementedError('Task 1: write your code here')\n"
+        "def diagnose_steps():\n"
+        "    split_batch()\n"
+        "verdict = checks.lab02.task4(diagnose_steps, setup)"
+    )
+    assert outcome.message.startswith(
+        "Task 4: wrong: `diagnose_steps` calls code of Task 1 (`split_batch`)"
+    ), outcome.message
+
+
+# --------------------------------------------------------------------------- the lab's text
+
+
+def test_the_tasks_state_goals_not_the_solution_code() -> None:
+    """Each task says its goal and how it is checked; no line of a solution's code (between
+    ### BEGIN SOLUTION and ### END SOLUTION) appears in the lab's text."""
+    nb = nbformat.read(ROOT / "labs" / "solutions" / LAB_NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for number in checks.tasks("lab02"):
+        task = re.search(rf"\*\*Task {number}\b.*?(?=\n## |\Z)", text, re.S)
+        assert task, f"no **Task {number}** in the lab"
+        for part in ("*Goal:*", "*Your answer:*", "*How it is checked:*"):
+            assert part in task[0], f"Task {number} does not state {part}"
+    regions = [
+        region
+        for c in nb.cells
+        if c.cell_type == "code"
+        for region in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)
+    ]
+    prose = " ".join(text.split())  # a line of code may wrap in the text
+    for line in {ln.split("#")[0].strip() for region in regions for ln in region.splitlines()}:
+        if len(line) >= 16:  # a statement, not a bracket or a bare name
+            assert " ".join(line.split()) not in prose, f"the lab's text spells out {line!r}"

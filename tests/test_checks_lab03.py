@@ -11,17 +11,22 @@ no child each. Every test stands alone.
 from __future__ import annotations
 
 import os
+import re
 
+import nbformat
 import pytest
 
 from dtf import checks
 from dtf.checks import lab03
 from tests.checks_worker import worker_fixture
+from tests.conftest import ROOT
 
 tf_worker = worker_fixture(num_devices=2)
 
 STUB = "def stub(*args):\n    raise NotImplementedError\n"
 
+
+LAB_NOTEBOOK = "03_parallelism_memory_lab.ipynb"
 
 pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
@@ -52,21 +57,31 @@ def test_device_pair_and_layout_for_every_device_count() -> None:
 #: A ``place_model`` with switches for the usual mistakes. ``build``: "first-call" (built by
 #: the first call, in the device scope of that call), "devices" (built beforehand in the
 #: right device scopes), "nowhere" (built beforehand, in no device scope), "swapped".
-#: ``run``: "devices", "default" (called in no device scope), "reversed".
+#: ``run``: "devices", "default" (called in no device scope), "reversed", "first-default"
+#: and "second-default" (one of the two layers called in no device scope). ``output``: the
+#: output layer's activation.
 PLACE = """
 import contextlib
 import keras
 
 
-def make_place(build="first-call", run="devices", capture=True, shift=0.0, model=False):
+def make_place(
+    build="first-call", run="devices", capture=True, shift=0.0, model=False, output=None
+):
     def place(x, devs):
-        a, b = keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10)
+        a, b = keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10, activation=output)
         if build != "first-call":
             scopes = {"devices": devs, "swapped": devs[::-1], "nowhere": [None, None]}[build]
             for layer, scope, width in zip((a, b), scopes, (64, 32)):
                 with tf.device(scope) if scope else contextlib.nullcontext():
                     layer.build((None, width))
-        where = {"devices": devs, "reversed": devs[::-1], "default": [None, None]}[run]
+        where = {
+            "devices": devs,
+            "reversed": devs[::-1],
+            "default": [None, None],
+            "first-default": [None, devs[1]],
+            "second-default": [devs[0], None],
+        }[run]
         block = placement.capture() if capture else contextlib.nullcontext()
         with block as log:
             with tf.device(where[0]) if where[0] else contextlib.nullcontext():
@@ -92,8 +107,9 @@ def test_task1_right(tf_worker) -> None:
     first = tf_worker.run(place())
     assert first.status == "correct", first.message
     assert first.message == (
-        "Task 1: correct. Layer 0's variables live on CPU:0 and layer 1's on CPU:1; the "
-        "placement log shows their MatMuls on CPU:0, CPU:1."
+        "Task 1: correct. Layer 0's variables live on CPU:0 and layer 1's on CPU:1, and the "
+        "other way round with the devices swapped; the placement log shows their MatMuls on "
+        "CPU:0, CPU:1, then on CPU:1, CPU:0."
     )
     assert tf_worker.run(place()).message == first.message  # again: the same verdict
 
@@ -182,6 +198,55 @@ def test_task1_wrong(tf_worker, switches, fragments) -> None:
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+@pytest.mark.parametrize(
+    "switches, fragments",
+    [
+        (
+            {"run": "first-default"},
+            [
+                "with devices = ['CPU:1', 'CPU:0']: for the device of layer 0's kernel: "
+                "expected 'CPU:1', got 'CPU:0'",
+                "CPU:0 is TensorFlow's default device, where a variable goes when no device "
+                "scope is open",
+            ],
+        ),
+        (
+            {"run": "second-default"},
+            ["for the device of layer 1's kernel: expected 'CPU:1', got 'CPU:0'"],
+        ),
+        (
+            {"build": "devices", "run": "first-default"},
+            [
+                "with devices = ['CPU:1', 'CPU:0']: the MatMuls ran on CPU:0 only, although "
+                "layer 0's weights live on CPU:1",
+                "call layer 0 inside `with tf.device(devices[0]):` too",
+            ],
+        ),
+    ],
+    ids=["first-layer-built-unscoped", "second-layer-built-unscoped", "first-layer-run-unscoped"],
+)
+def test_task1_sees_a_missing_scope_on_the_default_device(tf_worker, switches, fragments) -> None:
+    """A layer built or run outside its device scope lands on TensorFlow's default device;
+    the checker also runs the answer with the devices swapped, so that the first layer's
+    device is not the default one and the missing scope shows."""
+    outcome = tf_worker.run(place(**switches))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize("switches", [{"output": "softmax"}, {"output": "softmax", "model": True}])
+def test_task1_refuses_probabilities_as_logits(tf_worker, switches) -> None:
+    """A softmax output layer gives probabilities, which the checker's own recomputation
+    through the same layers would match: the logits must be raw scores."""
+    outcome = tf_worker.run(place(**switches))
+    assert outcome.status == "wrong", outcome.message
+    assert "your logits are probabilities: every row lies in [0, 1] and sums to 1" in (
+        outcome.message
+    )
+    assert "Look at the output layer's activation" in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -440,7 +505,7 @@ def test_task3_compares_with_the_measurement(monkeypatch, measured) -> None:
     monkeypatch.setattr(lab03, "measure", lambda calls=None: changed)
     verdict = lab03.task3(SOLUTION)
     assert verdict.status == checks.WRONG
-    assert "for call 6" in verdict.message and "got None" in verdict.message
+    assert "1 of 8 predictions are wrong: call 6." in verdict.message
 
 
 def test_task3_an_unknown_message_compares_the_type_only(monkeypatch, measured) -> None:
@@ -458,51 +523,72 @@ def test_task3_an_unknown_message_compares_the_type_only(monkeypatch, measured) 
         (
             {6: ("RuntimeError", "initialised")},
             [
-                "for call 6",
-                "expected None, got ('RuntimeError', 'initialised')",
-                "What happened: it raised nothing",
-                "the split already in place changes nothing",
+                "1 of 8 predictions are wrong: call 6.",
+                "Hint: Start with call 6: compare the split it asks for with the one already",
             ],
         ),
         (
             {5: ("RuntimeError", "initialised")},
-            ["for call 5", "it initialises TensorFlow"],
+            ["1 of 8 predictions are wrong: call 5.", "to list the logical devices"],
         ),
         (
             {1: None},
-            [
-                "for call 1",
-                "expected ('ValueError', 'gpu-only'), got None",
-                "it raised ValueError: Cannot set memory growth on non-GPU",
-            ],
+            ["1 of 8 predictions are wrong: call 1.", "which kind of device has such a pool"],
         ),
         (
             {4: ("ValueError", "gpu-only")},
             [
-                "for call 4",
-                "the exception type is right, the reason is not: expected 'split', got 'gpu-only'",
-                "each logical device has a fixed memory limit",
+                "1 of 8 predictions are wrong: call 4 (for call 4 the exception type is right, "
+                "the reason is not)",
+                "can a device whose memory is fixed grow",
             ],
         ),
         (
             {7: ("ValueError", "initialised")},
-            [
-                "expected ('RuntimeError', 'initialised'), got ('ValueError', 'initialised')",
-                "call 5 initialised TensorFlow",
-            ],
+            ["call 7.", "what call 5 did"],
         ),
         (
             {8: ("ValueError", "gpu-only")},
-            ["expected 'no-stats', got 'gpu-only'", "TF_CPU_ALLOCATOR_USE_BFC=true"],
+            ["call 8 the exception type is right, the reason is not", "TF_CPU_ALLOCATOR_USE_BFC"],
+        ),
+        (
+            {1: None, 4: ("ValueError", "gpu-only"), 6: ("RuntimeError", "initialised")},
+            [
+                "3 of 8 predictions are wrong: calls 1, 4 and 6 (for call 4 the exception "
+                "type is right, the reason is not).",
+                "Hint: Start with call 1:",
+            ],
         ),
     ],
-    ids=["same-split", "listing", "growth-cpu", "reason", "type", "stats"],
+    ids=["same-split", "listing", "growth-cpu", "reason", "type", "stats", "three"],
 )
 def test_task3_wrong(replay, change, fragments) -> None:
     verdict = lab03.task3({**SOLUTION, **change})
     assert verdict.status == checks.WRONG
     for fragment in fragments:
         assert fragment in verdict.message, verdict.message
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{n: None} for n in SOLUTION if SOLUTION[n]]
+    + [{3: ("ValueError", "split")}, {6: ("RuntimeError", "initialised")}],
+)
+def test_task3_never_reveals_the_answer(replay, change) -> None:
+    """A wrong verdict names the wrong calls, never what they really do: no exception type,
+    reason or message of a call that the answer got wrong."""
+    verdict = lab03.task3({**SOLUTION, **change})
+    assert verdict.status == checks.WRONG
+    (number,) = change
+    truth = SOLUTION[number]
+    told = verdict.message
+    assert f"call {number}" in told
+    assert "What happened" not in told and "expected" not in told
+    if truth is None:
+        assert "raised nothing" not in told and "None" not in told
+    else:
+        assert truth[0] not in told and repr(truth[1]) not in told
+        assert replay[number][1] not in told
 
 
 @pytest.mark.parametrize(
@@ -544,3 +630,162 @@ def test_script_shows_every_call() -> None:
         assert f"{code}" in text and f"# call {number}" in text
     assert set(lab03.CALL_HINTS) == set(lab03.CALLS)
     assert {reason for _, reason in lab03.MESSAGE_REASONS} == set(lab03.REASONS)
+
+
+# --------------------------------------------------------------------------- task 4
+
+LAYOUTS = {"A": [0, 0, 1, 1], "B": [0, 0, 1, 1, 2, 2], "C": None, "D": None}
+
+
+def layouts_case(change: dict | None = None, answer: str | None = None) -> str:
+    chosen = answer if answer is not None else f"lambda: { ({**LAYOUTS, **(change or {})})!r}"
+    return f"verdict = checks.lab03.task4({chosen}, setup)\n"
+
+
+def test_task4_right(tf_worker) -> None:
+    first = tf_worker.run(layouts_case())
+    assert first.status == "correct", first.message
+    assert first.message == (
+        "Task 4: correct. Every decision holds at 16 bytes per parameter of the variables "
+        "TensorFlow creates, within 1,500,000 bytes per device: A on 2 (1,318,912 bytes at "
+        "most); B on 3 (1,286,400 bytes at most); C fits nowhere (a layer alone needs 8,404,992 "
+        "bytes); D fits nowhere (it needs 5 devices)."
+    )
+    assert tf_worker.run(layouts_case()).message == first.message
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"B": [0, 1, 1, 2, 2, 2]}, {"B": (0, 0, 1, 2, 2, 2)}],
+    ids=["another-cut", "a-tuple"],
+)
+def test_task4_any_fewest_layout_is_right(tf_worker, change) -> None:
+    outcome = tf_worker.run(layouts_case(change))
+    assert outcome.status == "correct", outcome.message
+
+
+def test_task4_numpy_device_numbers(tf_worker) -> None:
+    outcome = tf_worker.run(
+        layouts_case(
+            answer="lambda: {'A': list(np.array([0, 0, 1, 1])), 'B': [0, 0, 1, 1, 2, 2],"
+            " 'C': None, 'D': None}"
+        )
+    )
+    assert outcome.status == "correct", outcome.message
+
+
+@pytest.mark.parametrize(
+    "change, fragments",
+    [
+        (
+            {"A": [0, 0, 0, 0]},
+            [
+                "for network A: device 0 would hold 2,412,704 bytes, over the budget of 1,500,000",
+                "fits the weights alone; training also keeps each parameter's gradient and "
+                "Adam's two slots",
+            ],
+        ),
+        (
+            {"A": [0, 1, 1, 1]},
+            ["device 1 would hold 2,146,464 bytes", "move a layer to the next device"],
+        ),
+        (
+            {"A": [0, 1, 2, 3]},
+            ["network A fits on your 4 devices, but fewer devices are enough", "Fill each device"],
+        ),
+        ({"A": None}, ["network A can be trained on these 4 devices"]),
+        ({"B": [0, 0, 0, 1, 1, 2]}, ["for network B: device 0 would hold 1,609,600 bytes"]),
+        ({"B": [0, 0, 1, 1, 2, 3]}, ["network B fits on your 4 devices, but fewer"]),
+        (
+            {"C": [0, 1]},
+            [
+                "for network C: device 0 would hold 8,404,992 bytes",
+                "if a single layer is over the budget, no layout fits",
+            ],
+        ),
+        ({"D": [0, 1, 2, 3, 4]}, ["for network D: there is no device 4: the machine has 4"]),
+        (
+            {"D": [0, 0, 0, 0, 0]},
+            ["for network D: device 0 would hold 5,263,360 bytes", "fits the weights alone"],
+        ),
+        ({"D": [0, 1, 2, 3, 3]}, ["for network D: device 3 would hold 2,105,344 bytes"]),
+        ({"A": [1, 1, 2, 2]}, ["[1, 1, 2, 2] is not a pipeline of contiguous stages"]),
+        ({"A": [0, 1, 0, 1]}, ["is not a pipeline of contiguous stages"]),
+        ({"A": [0, 2, 2, 3]}, ["is not a pipeline of contiguous stages"]),
+    ],
+    ids=[
+        "weights-only",
+        "over-budget",
+        "too-many-devices",
+        "none-but-fits",
+        "b-over",
+        "b-too-many",
+        "c-no-fit",
+        "d-fifth-device",
+        "d-weights-only",
+        "d-over",
+        "not-from-zero",
+        "back-and-forth",
+        "skips",
+    ],
+)
+def test_task4_wrong(tf_worker, change, fragments) -> None:
+    outcome = tf_worker.run(layouts_case(change))
+    assert outcome.status == "wrong", outcome.message
+    for fragment in fragments:
+        assert fragment in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize(
+    "answer, fragment",
+    [
+        ("lambda: [[0, 0, 1, 1]]", "expected a dict {network: layout or None}"),
+        ("lambda: {'A': [0, 0, 1, 1]}", "there is no decision for network B"),
+        ("lambda: {**dict(A=[0, 0, 1]), 'B': None, 'C': None, 'D': None}", "one device number"),
+        ("lambda: {'A': '0011', 'B': None, 'C': None, 'D': None}", "expected None or a list"),
+        ("lambda: {'A': [0, 0, 1.0, 1], 'B': None, 'C': None, 'D': None}", "whole numbers"),
+    ],
+    ids=["list", "missing", "length", "string", "float"],
+)
+def test_task4_malformed(tf_worker, answer, fragment) -> None:
+    outcome = tf_worker.run(layouts_case(answer=answer))
+    assert outcome.status == "wrong", outcome.message
+    assert fragment in outcome.message, outcome.message
+
+
+@pytest.mark.parametrize("answer", ["stub", "None"])
+def test_task4_not_attempted(tf_worker, answer) -> None:
+    outcome = tf_worker.run(STUB + layouts_case(answer=answer))
+    assert outcome.status == "not attempted", outcome.message
+
+
+def test_task4_fewest_devices() -> None:
+    assert lab03.fewest_devices([5, 5, 5], budget=10) == 2
+    assert lab03.fewest_devices([5, 6, 5], budget=10) == 3
+    assert lab03.fewest_devices([5, 11], budget=10) is None
+    assert lab03.fewest_devices([10, 10], budget=10) == 2
+
+
+# --------------------------------------------------------------------------- the lab's text
+
+
+def test_the_tasks_state_goals_not_the_solution_code() -> None:
+    """Each task says its goal and how it is checked; no line of a solution's code (between
+    ### BEGIN SOLUTION and ### END SOLUTION) appears in the lab's text."""
+    nb = nbformat.read(ROOT / "labs" / "solutions" / LAB_NOTEBOOK, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for number in checks.tasks("lab03"):
+        task = re.search(rf"\*\*Task {number}\b.*?(?=\n## |\Z)", text, re.S)
+        assert task, f"no **Task {number}** in the lab"
+        for part in ("*Goal:*", "*Your answer:*", "*How it is checked:*"):
+            assert part in task[0], f"Task {number} does not state {part}"
+    regions = [
+        region
+        for c in nb.cells
+        if c.cell_type == "code"
+        for region in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)
+    ]
+    prose = " ".join(text.split())  # a line of code may wrap in the text
+    for line in {ln.split("#")[0].strip() for region in regions for ln in region.splitlines()}:
+        if len(line) >= 16:  # a statement, not a bracket or a bare name
+            assert " ".join(line.split()) not in prose, f"the lab's text spells out {line!r}"

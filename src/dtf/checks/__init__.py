@@ -18,7 +18,9 @@ it never raises, so a lab runs from top to bottom whatever state it is in:
 - ``not attempted``: the answer is ``None`` or ``...``, or calling it raised
   ``NotImplementedError`` (the stub is still there);
 - ``wrong``: the answer differs from what the checker computes, or the learner's code
-  raised: the message says ``expected X, got Y`` and gives a hint;
+  raised: the message says ``expected X, got Y`` (or the line of the error that says what
+  went wrong, :func:`user_error_line`) and gives a hint; a task whose code calls the stub
+  of an earlier task, also from inside a ``tf.function``, is told to finish that task first;
 - ``correct``.
 
 Checking the same answer again gives the same verdict, word for word.
@@ -62,6 +64,7 @@ from dtf.checks.core import (
     summary,
     task,
     tasks,
+    user_error_line,
 )
 
 __all__ = [
@@ -91,4 +94,5 @@ __all__ = [
     "summary",
     "task",
     "tasks",
+    "user_error_line",
 ]

@@ -6,7 +6,9 @@
   registers it, so that :func:`summary` and :func:`assert_all_correct` know the tasks of
   every lab without a hand-kept list.
 - :func:`check` runs one check and never raises; inside it, :func:`call` runs the learner's
-  answer and :class:`Wrong` says what is wrong with it.
+  answer and :class:`Wrong` says what is wrong with it; :func:`user_error_line` is the one
+  line of a learner's exception worth showing (what autograph and TensorFlow wrap it in,
+  left out).
 - :func:`expect_equal`, :func:`expect_close` and :func:`short` compare values and describe
   them in messages; :func:`device_names`, :func:`placement_table` and :func:`devices_of`
   read a device setup and a placement table.
@@ -32,13 +34,14 @@ import functools
 import importlib
 import pkgutil
 import re
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from dtf._util import error_line, whole_number
+from dtf._util import LINE_LIMIT, whole_number
 
 __all__ = [
     "CORRECT",
@@ -66,6 +69,7 @@ __all__ = [
     "summary",
     "task",
     "tasks",
+    "user_error_line",
 ]
 
 CORRECT, WRONG, NOT_ATTEMPTED = "correct", "wrong", "not attempted"
@@ -73,6 +77,21 @@ STATUSES = (CORRECT, WRONG, NOT_ATTEMPTED)
 
 #: The message of the stubs ``tools/make_labs.py`` writes.
 STUB_MESSAGE = re.compile(r"^Task (?P<task>\d+): write your code here")
+#: The same message anywhere in an error's text: autograph rewrites an error raised inside a
+#: ``tf.function`` into ``in user code: <frames> NotImplementedError: Task 2: write ...``.
+_STUB_ANYWHERE = re.compile(r"Task (?P<task>\d+): write your code here")
+#: The first lines of the errors TensorFlow wraps around the one that matters: autograph's
+#: (an error while tracing a ``tf.function``) and the runtime's (an op of a graph failed).
+_WRAPPER_HEADERS = ("in user code:", "Graph execution error:")
+#: A frame of those wrappers: ``File "x.py", line 8, in step  *`` (``*``: the learner's code,
+#: ``**``: a library's code it called).
+_FRAME = re.compile(
+    r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+), in (?P<function>\S+)(?P<mark>\s+\*+)?\s*$'
+)
+#: The prefix of an eager op's error: ``{{function_node __wrapped__MatMul_device_/job:...}}``.
+_FUNCTION_NODE = re.compile(r"^\{\{function_node [^}]*\}\}\s*")
+#: A learner's code quoted in a message: at most this many characters of it.
+_CODE_LIMIT = 80
 #: Lab names: ``lab`` and the two digits of the lab's notebook (``labs/01_x_lab.ipynb``).
 _LAB_NAME = re.compile(r"lab\d\d")
 _SHORT_LIMIT = 160
@@ -152,6 +171,89 @@ def _verdict(lab: str, number: int, status: str, detail: str = "", hint: str | N
     return Verdict(lab, number, status, message)
 
 
+# --------------------------------------------------------------------------- learner errors
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _unwrapped(exc: BaseException) -> tuple[str, tuple[str, str] | None]:
+    """The line of ``exc``'s message that says what went wrong, and where in the learner's
+    code, as ``(function, code line)`` when the message shows it.
+
+    Autograph rewrites an error raised while a ``tf.function`` is traced into ``in user
+    code:``, the frames, then ``TypeName: message``; the runtime's ``Graph execution error:``
+    puts the frames where an op was defined before the op's message. For those the line after
+    the last frame is the one that matters; for any other error, its first line. An eager
+    op's ``{{function_node ...}}`` prefix is left out.
+    """
+    lines = [line.rstrip() for line in str(exc).splitlines()]
+    text = next((ln.strip() for ln in lines if ln.strip()), "")
+    where = None
+    if text in _WRAPPER_HEADERS:
+        frames = [i for i, ln in enumerate(lines) if _FRAME.match(ln)]
+        start = frames[-1] + 1 if frames else 1
+        # After the last frame: its code line (if any), a blank line, then the message.
+        while start < len(lines) and lines[start].strip():
+            start += 1
+        text = next((ln.strip() for ln in lines[start:] if ln.strip()), "")
+        mine = [i for i in frames if (_FRAME.match(lines[i])["mark"] or "").strip() == "*"]
+        if mine and mine[-1] + 1 < len(lines):
+            code = lines[mine[-1] + 1].strip()
+            if code and not _FRAME.match(lines[mine[-1] + 1]):
+                where = (_FRAME.match(lines[mine[-1]])["function"], code)
+        kind = re.match(r"^(?P<type>[A-Za-z_][\w.]*): ?(?P<rest>.*)$", text)
+        if kind and kind["type"].rpartition(".")[2] == type(exc).__name__:
+            text = kind["rest"].strip()
+    text = re.sub(r"\s+name:\s*$", "", _FUNCTION_NODE.sub("", text))  # an eager op's tail
+    return text, where
+
+
+def user_error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
+    """``TypeName: the line that says what went wrong``, for a one-line verdict about an
+    error the learner's code raised: the ``in user code:`` and ``Graph execution error:``
+    headers TensorFlow wraps errors in are skipped (see :func:`_unwrapped`), and the learner's
+    line that raised it is named when the message shows it."""
+    text, where = _unwrapped(exc)
+    name = type(exc).__name__
+    place = ""
+    if where is not None:
+        place = f" (at `{_cut(where[1], _CODE_LIMIT)}` in `{where[0]}`)"
+        text = text.rstrip(".")
+    line = f"{name}: {text}" if text else name
+    return _cut(line, max(limit - len(place), 40)) + place
+
+
+def _stub_task(exc: BaseException) -> int | None:
+    """The task whose stub raised ``exc``: the last ``Task N: write your code here`` in its
+    message (autograph puts it after the frames), or None."""
+    found = list(_STUB_ANYWHERE.finditer(str(exc)))
+    return int(found[-1]["task"]) if found else None
+
+
+def _stub_function(exc: BaseException) -> str | None:
+    """The name of the function whose stub raised ``exc``: the last frame of autograph's
+    message, or of the traceback."""
+    frames = [m for ln in str(exc).splitlines() if (m := _FRAME.match(ln))]
+    if frames:
+        name = frames[-1]["function"]
+    else:
+        stack = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+        name = stack[-1].name if stack else None
+    return name if name and name.isidentifier() else None
+
+
+def _error_hint(exc: BaseException, name: str) -> str:
+    text = str(exc)
+    if "symbolic" in text and "numpy" in text.lower():
+        return (
+            "inside a tf.function, tensors have no values yet: NumPy cannot read them. Use "
+            "TensorFlow's ops (tf.reduce_mean, tf.split, ...) on tensors"
+        )
+    return f"call `{name}` in a new cell to see the full traceback"
+
+
 def check(lab: str, number: int, body: Callable[[], str | None], answer: Any = None) -> Verdict:
     """Run one check and turn its outcome into a printed, remembered :class:`Verdict`.
 
@@ -176,7 +278,7 @@ def check(lab: str, number: int, body: Callable[[], str | None], answer: Any = N
         verdict = _verdict(lab, number, WRONG, exc.detail, exc.hint)
     except Exception as exc:  # a malformed answer the checker did not foresee: never raise
         verdict = _verdict(
-            lab, number, WRONG, f"your answer could not be checked ({error_line(exc)})"
+            lab, number, WRONG, f"your answer could not be checked ({user_error_line(exc)})"
         )
     finally:
         _current_task.reset(token)
@@ -188,8 +290,13 @@ def check(lab: str, number: int, body: Callable[[], str | None], answer: Any = N
 def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
     """The learner's answer: ``answer(*args, **kwargs)`` if it is callable, else ``answer``.
 
-    ``None``, ``...`` and ``NotImplementedError`` mean "not attempted"; any other exception
-    the learner's code raises becomes a :class:`Wrong` that quotes it.
+    ``None``, ``...`` and a stub mean "not attempted": the task's own stub (``Task N: write
+    your code here``, also inside autograph's ``in user code:`` message of a ``tf.function``)
+    or a ``NotImplementedError`` without a message. The stub of *another* task, reached
+    from this one, is a :class:`Wrong` that names the task to finish first. Any other
+    exception the learner's code raises (a ``NotImplementedError`` with a message of its
+    own included, such as NumPy on a symbolic tensor) becomes a :class:`Wrong` that quotes
+    its meaningful line (:func:`user_error_line`).
     """
     if answer is None or answer is Ellipsis:
         raise _NotAttempted
@@ -199,19 +306,23 @@ def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
     try:
         result = answer(*args, **kwargs)
     except NotImplementedError as exc:
-        other = STUB_MESSAGE.match(str(exc))
+        other = _stub_task(exc)
         current = _current_task.get()
-        if other and current is not None and int(other["task"]) != current:
+        if other is not None and current is not None and other != current:
+            function = _stub_function(exc)
+            via = f" (`{function}`)" if function and function != name else ""
             raise Wrong(
-                f"`{name}` calls code of Task {other['task']}, which still raises "
-                f"NotImplementedError",
-                f"finish Task {other['task']} first",
+                f"`{name}` calls code of Task {other}{via}, which still raises NotImplementedError",
+                f"finish Task {other} first, run its cell, then this one again",
+            ) from None
+        if other is None and _unwrapped(exc)[0]:
+            raise Wrong(
+                f"`{name}` raised {user_error_line(exc)}", hint=_error_hint(exc, name)
             ) from None
         raise _NotAttempted from None
     except Exception as exc:
         raise Wrong(
-            f"`{name}` raised {error_line(exc)}",
-            hint=f"call `{name}` in a new cell to see the full traceback",
+            f"`{name}` raised {user_error_line(exc)}", hint=_error_hint(exc, name)
         ) from None
     return result
 

@@ -3,7 +3,9 @@
 1. :func:`task1`: predict the GPUs a ``CUDA_VISIBLE_DEVICES`` mask shows, and their numbers;
 2. :func:`task2`: the environment of a child process that sees physical GPUs 1 and 3;
 3. :func:`task3`: a matmul on one device, an addition on another, proven by the placement log;
-4. :func:`task4` (optional): what soft placement does with a device that does not exist.
+4. :func:`task4` (diagnose): read a placement log captured in the lab and say which op did not
+   run where its code asked, and why;
+5. :func:`task5` (optional): what soft placement does with a device that does not exist.
 """
 
 from __future__ import annotations
@@ -268,41 +270,56 @@ def _missing_gpus_asked_for(answer: Any) -> list[str]:
     return list(dict.fromkeys(missing))
 
 
-def _wrong_device(what: str, want: str, found: list[str], hint: str, answer: Any) -> Wrong:
-    detail = expected_got(want, ", ".join(found), f"the device of {what}")
+def _wrong_device(
+    what: str, want: str, found: list[str], hint: str, answer: Any, case: str
+) -> Wrong:
+    detail = case + expected_got(want, ", ".join(found), f"the device of {what}")
     gpus = _missing_gpus_asked_for(answer)
     if gpus:
         detail += (
             f": your code asks for {gpus[0]!r}, which this process does not have, so soft "
             f"placement (on by default) quietly ran the op on {', '.join(found)} instead"
         )
-        hint = "use the names in setup.names, which exist here: " + hint
+        hint = "use the names in `devices`, which exist here: " + hint
+    elif found == [_default_device()]:
+        hint = (
+            f"{found[0]} is TensorFlow's default device, where an op runs when no device "
+            "scope is open: " + hint
+        )
     return Wrong(detail, hint)
 
 
-@task(LAB, 3)
-def task3(answer: Any, setup: Any) -> str:
-    """``place_ops(a, b, bias) -> (result, placement table)``: the matmul on the last device,
-    the addition of ``bias`` on device 0, proven by the placement log (see
-    :func:`dtf.placement.capture`). When an op ran elsewhere because the code asked for a
-    GPU this process does not have, the message says that soft placement moved it."""
+def _default_device() -> str:
+    """Where TensorFlow runs an op when no device scope is open (short name)."""
     import tensorflow as tf
 
-    names = device_names(setup)  # with one device, both ops belong on it
+    with tf.device(None):  # no scope, whatever scope the caller opened
+        return short_device(tf.zeros(()).device)
+
+
+def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, str]:
+    """One call of ``place_ops(a, b, bias, devices)``, checked; returns the devices of the
+    MatMul and of the addition."""
+    import tensorflow as tf
+
     a, b, bias = (tf.constant(v) for v in (A, B, BIAS))
-    got = call_function(answer, a, b, bias)
+    got = call_function(answer, a, b, bias, list(devices))
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         raise Wrong(
             f"expected a pair (result, placement table), got {short(got)}",
-            "return result, log.table",
+            "return the result and the table of the log that saw the two ops",
         )
     result, table = got
     expected = np.matmul(A, B) + np.asarray(BIAS)
     expect_close(
-        expected, result, what="the result", atol=1e-5, hint="compute tf.matmul(a, b) + bias"
+        expected,
+        result,
+        what=f"{case}the result",
+        atol=1e-5,
+        hint="the result is the matrix product of a and b, plus the bias",
     )
     table = placement_table(table)
-    want_mm, want_add = short_device(names[-1]), short_device(names[0])
+    want_mm, want_add = short_device(devices[-1]), short_device(devices[0])
     found = {
         "MatMul": devices_of(table, ["MatMul"]),
         "the addition": devices_of(table, _ADD_TYPES),
@@ -310,7 +327,7 @@ def task3(answer: Any, setup: Any) -> str:
     for what, where in found.items():
         if not where:
             raise Wrong(
-                f"your placement table has no {what}",
+                f"{case}your placement table has no {what}",
                 "run the ops inside the `with placement.capture() as log:` block (and "
                 "eagerly: a tf.function logs its placement only when it is traced)",
             )
@@ -319,28 +336,219 @@ def task3(answer: Any, setup: Any) -> str:
             "MatMul",
             want_mm,
             found["MatMul"],
-            "run tf.matmul inside `with tf.device(setup.names[-1]):`",
+            "the product belongs in the scope of devices[-1]",
             answer,
+            case,
         )
     if found["the addition"] != [want_add]:
         raise _wrong_device(
             "the addition",
             want_add,
             found["the addition"],
-            "add the bias inside `with tf.device(setup.names[0]):`",
+            "the addition belongs in the scope of devices[0]",
             answer,
+            case,
         )
+    return want_mm, want_add
+
+
+@task(LAB, 3)
+def task3(answer: Any, setup: Any) -> str:
+    """``place_ops(a, b, bias, devices) -> (result, placement table)``: the matmul on the
+    last of ``devices``, the addition of ``bias`` on the first, proven by the placement log
+    (see :func:`dtf.placement.capture`). Checked with ``devices`` = ``setup.names`` and
+    again with them reversed, so that each op once belongs on a device that is not
+    TensorFlow's default one (an op outside any device scope runs on the default device,
+    which would go unseen if that were its device). When an op ran elsewhere because the
+    code asked for a GPU this process does not have, the message says that soft placement
+    moved it."""
+    names = device_names(setup)  # with one device, both ops belong on it
+    runs = [names] if names[0] == names[-1] else [names, names[::-1]]
+    placed = []
+    for run in runs:
+        shown = ", ".join(repr(short_device(d)) for d in run)
+        case = f"with devices = [{shown}]: " if run is not names else ""
+        placed.append(_check_placement(answer, run, case))
+    want_mm, want_add = placed[0]
     note = f"MatMul ran on {want_mm} and the addition on {want_add}"
+    if len(placed) > 1:
+        note += f", and on {placed[1][0]} and {placed[1][1]} with the devices reversed"
     gpus = _missing_gpus_asked_for(answer)
     if gpus:  # right by luck: soft placement put an op where it was wanted
         note += (
             f"; but your code also asks for {gpus[0]!r}, which this process does not have: "
-            "soft placement quietly ran that op elsewhere (use setup.names)"
+            "soft placement quietly ran that op elsewhere (use the names in `devices`)"
         )
     return note
 
 
 # --------------------------------------------------------------------------- task 4
+
+#: Task 4: the device a colleague's code asks for the addition, typed for the machine with
+#: 16 GPUs it was written on.
+COLLEAGUE_DEVICE = "/gpu:12"
+#: Task 4: the colleague's inputs: a batch of 2 examples with 3 features, weights, a bias.
+COLLEAGUE_INPUTS = (A, B, BIAS)
+#: Task 4: the explanations to choose from, by key.
+REASONS = {
+    "missing-device": "the device its code asks for does not exist in this process, so soft "
+    "placement ran it on one that does",
+    "no-scope": "its code asks for no device, so TensorFlow ran it on its default device",
+    "follows-input": "TensorFlow ran it where its input tensor was, to save a copy",
+    "no-kernel": "the device its code asks for has no kernel for this op, so soft placement "
+    "ran it on one that has",
+}
+#: Task 4: what to look at, when the reason given for the right op is not the right one.
+_REASON_HINTS = {
+    "no-scope": "its code does ask for a device: read the `with tf.device(...)` around it",
+    "follows-input": "an op in a device scope runs on that device whenever it can; so why "
+    "could it not?",
+    "no-kernel": "before asking whether a device can run an op, ask whether it is there: "
+    "compare the name with setup.names",
+}
+
+
+def colleague_forward(x, w, b, devices):
+    """A colleague's forward pass, written on a machine with 16 GPUs: ``devices`` are the
+    devices to use, in order."""
+    import tensorflow as tf
+
+    with tf.device(devices[-1]):
+        h = tf.matmul(x, w)
+    with tf.device("/gpu:12"):  # the 13th GPU of the colleague's machine
+        h = h + b
+    y = tf.nn.relu(h)
+    with tf.device(devices[0]):
+        return tf.reduce_sum(y, axis=1)
+
+
+def colleague_source() -> str:
+    """The source of :func:`colleague_forward`, as the lab shows it."""
+    import inspect
+
+    return inspect.getsource(colleague_forward)
+
+
+def _asked(devices: list[str]) -> dict[str, str | None]:
+    """What the colleague's code asks for each op type (None: no device scope)."""
+    return {
+        "MatMul": devices[-1],
+        "AddV2": COLLEAGUE_DEVICE,
+        "Relu": None,
+        "Sum": devices[0],
+    }
+
+
+def _same_device(asked: str, ran: str) -> bool:
+    """``asked`` (as code writes it: ``/gpu:1``, ``/device:CPU:0``) names the device ``ran``."""
+    name = short_device(asked)
+    m = re.fullmatch(r"(?i)/?(?:device:)?(?P<kind>cpu|gpu):(?P<n>\d+)", name)
+    if m:
+        name = f"{m['kind'].upper()}:{int(m['n'])}"
+    return name == ran
+
+
+def _exists(asked: str) -> bool:
+    import tensorflow as tf
+
+    return any(_same_device(asked, short_device(d.name)) for d in tf.config.list_logical_devices())
+
+
+def _moved_ops(table: Any, devices: list[str]) -> dict[str, tuple[str, str]]:
+    """``{op type: (device asked for, device it ran on)}`` for the colleague's ops that did not
+    run where their code asked, read from the placement ``table``; a :class:`Wrong` when the
+    table is not the log of :func:`colleague_forward`."""
+    eager = table[table["source"] == "eager"]
+    moved = {}
+    for op_type, asked in _asked(devices).items():
+        ran = devices_of(eager, [op_type]) or devices_of(table, [op_type])
+        if not ran:
+            raise Wrong(
+                f"the placement log given to the checker has no {op_type}, so it is not the "
+                "log of colleague_forward",
+                "run the cell that captures `colleague_log` again, then this one",
+            )
+        if asked is not None and not all(_same_device(asked, r) for r in ran):
+            if _exists(asked):
+                raise Wrong(
+                    f"the placement log given to the checker shows {op_type} on "
+                    f"{', '.join(ran)}, although its code asks for {short_device(asked)}, "
+                    "which exists: it is not the log of colleague_forward as the lab runs it",
+                    "run the cell that captures `colleague_log` again, then this one",
+                )
+            moved[op_type] = (asked, ", ".join(ran))
+    return moved
+
+
+def _diagnosis(got: Any) -> tuple[str, str]:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(
+            f"expected a pair (op type, reason), got {short(got)}",
+            "name the op as the log's op_type column does, and the reason by its key in "
+            "REASONS, e.g. ('Sum', 'no-kernel')",
+        )
+    op_type, reason = got
+    if not isinstance(op_type, str) or not isinstance(reason, str):
+        raise Wrong(
+            f"expected two strings (op type, reason), got {short(got)}",
+            "e.g. ('Sum', 'no-kernel')",
+        )
+    reason = reason.strip().lower()
+    if reason not in REASONS:
+        raise Wrong(
+            f"{reason!r} is not one of the reasons",
+            f"choose a key of REASONS: {', '.join(REASONS)}",
+        )
+    return op_type.strip(), reason
+
+
+@task(LAB, 4)
+def task4(answer: Any, log: Any, setup: Any) -> str:
+    """``diagnose_placement() -> (op type, reason)``: which op of :func:`colleague_forward`
+    did not run on the device its code asks for, as the placement ``log`` captured in the
+    lab shows, and why (a key of :data:`REASONS`). The checker reads the same log: the op
+    whose device differs from what its code asks for, and whether the device asked for
+    exists in this process. The messages say where the ops the learner named ran, never
+    which op it is."""
+    op_type, reason = _diagnosis(call(answer))
+    devices = device_names(setup)
+    table = placement_table(log)
+    moved = _moved_ops(table, devices)
+    asked = _asked(devices)
+    if op_type not in moved:
+        look = (
+            "compare, op by op, the device in the log with the device its `tf.device` asks "
+            "for (setup.names shows this process's devices)"
+        )
+        if op_type not in asked:
+            raise Wrong(
+                f"colleague_forward runs no {op_type!r}", f"its ops are {', '.join(asked)}: " + look
+            )
+        ran = ", ".join(devices_of(table, [op_type]))
+        if asked[op_type] is None:
+            raise Wrong(
+                f"{op_type} ran on {ran}, but its code asks for no device, so no device it "
+                "asked for was refused",
+                look,
+            )
+        raise Wrong(
+            f"{op_type} ran on {ran}, the device its code asks for ({asked[op_type]})", look
+        )
+    wanted, ran = moved[op_type]
+    truth = "missing-device"  # the only way an op of colleague_forward moves (_moved_ops)
+    if reason != truth:
+        raise Wrong(
+            f"{op_type} is the op that did not run where its code asks, but {reason!r} is not why",
+            _REASON_HINTS.get(reason, "compare the device it asks for with setup.names"),
+        )
+    others = [o for o in moved if o != op_type]
+    note = f"{op_type} asked for {wanted!r} and ran on {ran}: {REASONS[reason]}"
+    if others:
+        note += f" (the log shows {', '.join(others)} moved too)"
+    return note
+
+
+# --------------------------------------------------------------------------- task 5
 
 
 def missing_device(setup: Any) -> str:
@@ -350,8 +558,8 @@ def missing_device(setup: Any) -> str:
     return f"/device:{kind}:{len(names)}"
 
 
-@task(LAB, 4, optional=True)
-def task4(answer: Any, setup: Any) -> str:
+@task(LAB, 5, optional=True)
+def task5(answer: Any, setup: Any) -> str:
     """``predict_soft_placement() -> {True: raises?, False: raises?}``: for each setting of
     ``tf.config.set_soft_device_placement``, will a matmul placed on a device that does not
     exist raise an error? The checker runs both cases now (and restores the setting)."""

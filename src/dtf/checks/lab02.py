@@ -2,21 +2,24 @@
 
 1. :func:`task1`: split a global batch into equal, in-order shards;
 2. :func:`task2`: average the towers' gradients, variable by variable;
-3. :func:`task3`: one synchronous tower step, compared with single-device training.
+3. :func:`task3`: one synchronous tower step, compared with single-device training;
+4. :func:`task4` (diagnose): four tower steps, measured against one device: which one is
+   right, and what is wrong with each of the others.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from dtf._util import error_line
 from dtf.checks.core import (
     Wrong,
     as_array,
+    call,
     call_function,
     device_names,
     devices_of,
@@ -24,6 +27,7 @@ from dtf.checks.core import (
     expected_got,
     short,
     task,
+    user_error_line,
 )
 from dtf.placement import short_device
 
@@ -105,7 +109,8 @@ def task1(answer: Any) -> str:
         pass
     except Exception as exc:
         raise Wrong(
-            f"a batch of {batch} over {n} towers raised {error_line(exc)} instead of ValueError",
+            f"a batch of {batch} over {n} towers raised {user_error_line(exc)} instead of "
+            "ValueError",
             uneven_hint,
         ) from None
     else:
@@ -150,12 +155,15 @@ def task2(answer: Any) -> str:
         if not isinstance(got, (list, tuple)) or len(got) != 2:
             raise Wrong(
                 f"for {what}: expected a list of 2 gradients (one per variable), got {_count(got)}",
-                "average across towers, variable by variable: zip(*tower_grads) groups "
-                "the gradients of one variable",
+                "average across the towers, variable by variable: the result has one entry "
+                "per variable, not one per tower",
             )
         for v, want in enumerate(expected):
             total = np.sum([tower[v] for tower in grads], axis=0)
-            hint = "average over the towers: tf.add_n(grads) / len(grads)"
+            hint = (
+                "each variable's gradient is the mean, over the towers, of tower_grads[t][v] "
+                "for that variable v"
+            )
             try:
                 if num_towers > 1 and np.allclose(as_array(got[v]), total, atol=1e-5):
                     hint = "that is the sum: divide by the number of towers"
@@ -383,4 +391,216 @@ def task3(answer: Any, setup: Any) -> str:
     return (
         f"{STEPS} tower steps over {len(names)} devices match single-device "
         f"training (largest difference {worst:.1e}){note}"
+    )
+
+
+# --------------------------------------------------------------------------- task 4
+
+#: Task 4: the measured steps have this many towers (tower ``i`` on device ``i % n``: the
+#: measurement is the same for any number of devices), with this many examples each.
+DIAGNOSE_TOWERS = 4
+DIAGNOSE_PER_TOWER = 16
+#: Task 4: the diagnoses to choose from, by key.
+DIAGNOSES = {
+    "right": "it trains as one device does on the global batch",
+    "summed-gradients": "it adds the towers' gradients instead of averaging them",
+    "summed-loss": "each tower's loss is the sum over its examples instead of their mean",
+    "last-tower": "it applies one tower's gradients only (each tower's overwrite the one before)",
+}
+#: Task 4: the candidate steps, by name, and what each one does (the checker's verdict comes from
+#: measuring them, :func:`measured_diagnoses`).
+CANDIDATES = {"A": "summed-loss", "B": "right", "C": "last-tower", "D": "summed-gradients"}
+#: Task 4: an update whose cosine with one device's is above this points the same way.
+_SAME_DIRECTION = 0.9999
+_SCALE_TOLERANCE = 1e-3
+
+
+def _mystery_step(kind: str):
+    """The tower step of :data:`CANDIDATES` ``kind``: ``step(params, x, y, devices, lr)``."""
+    import tensorflow as tf
+
+    from dtf import towers
+
+    def step(params, x, y, devices, learning_rate):
+        variables = list(params.values())
+        tower_grads = []
+        shards = towers.split_batch(x, y, DIAGNOSE_TOWERS)
+        for i, (x_i, y_i) in enumerate(shards):
+            with tf.device(devices[i % len(devices)]):
+                with tf.GradientTape() as tape:
+                    logits = towers.mlp_logits(params, x_i)
+                    per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                        labels=y_i, logits=logits
+                    )
+                    if kind == "summed-loss":
+                        tower_loss = tf.reduce_sum(per_example)
+                    else:
+                        tower_loss = tf.reduce_mean(per_example)
+                grads = tape.gradient(tower_loss, variables)
+            if kind == "last-tower":
+                tower_grads = [grads]
+            else:
+                tower_grads.append(grads)
+        with tf.device(_PARAMETER_DEVICE):
+            if kind == "summed-gradients":
+                update = [tf.add_n(list(g)) for g in zip(*tower_grads, strict=True)]
+            else:
+                update = towers.average_gradients(tower_grads)
+            for g, v in zip(update, variables, strict=True):
+                v.assign_sub(learning_rate * g)
+
+    return step
+
+
+def measure_steps(setup: Any):
+    """One step of each of :data:`CANDIDATES` and of one device on the same global batch, from the
+    same initial weights: a DataFrame, one row per step, with the size of its update over
+    one device's, the cosine between the two updates, and the largest weight difference
+    from one device after the step. TensorFloat-32 is off while it runs."""
+    import pandas as pd
+    import tensorflow as tf
+
+    from dtf import data, towers
+
+    names = device_names(setup)
+    digits = data.load("digits", flatten=True)
+    batch = DIAGNOSE_TOWERS * DIAGNOSE_PER_TOWER
+    x = tf.constant(digits.x_train[:batch])
+    y = tf.constant(digits.y_train[:batch])
+    dims = (digits.x_train.shape[1], HIDDEN, digits.num_classes)
+
+    def update_of(step) -> np.ndarray:
+        with tf.device(_PARAMETER_DEVICE):
+            params = towers.init_mlp(*dims, seed=2)
+        before = np.concatenate([v.numpy().ravel() for v in params.values()])
+        step(params, x, y, list(names), LEARNING_RATE)
+        after = np.concatenate([v.numpy().ravel() for v in params.values()])
+        return (after - before).astype(np.float64)
+
+    def one_device(params, x, y, devices, learning_rate):
+        with tf.device(_PARAMETER_DEVICE):
+            with tf.GradientTape() as tape:
+                reference_loss = loss(y, towers.mlp_logits(params, x))
+            grads = tape.gradient(reference_loss, list(params.values()))
+            for g, v in zip(grads, params.values(), strict=True):
+                v.assign_sub(learning_rate * g)
+
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        reference = update_of(one_device)
+        rows = {}
+        for name, kind in CANDIDATES.items():
+            update = update_of(_mystery_step(kind))
+            size = float(np.linalg.norm(update) / np.linalg.norm(reference))
+            cosine = float(
+                update @ reference / (np.linalg.norm(update) * np.linalg.norm(reference))
+            )
+            rows[name] = {
+                "update size / one device's": round(size, 3),
+                "cosine with one device's update": round(cosine, 4),
+                "largest weight difference": f"{np.max(np.abs(update - reference)):.1e}",
+            }
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "step"
+    return table
+
+
+def _scale(size: float) -> int | None:
+    """The whole factor an update is off by, or None."""
+    for factor in (1, DIAGNOSE_TOWERS, DIAGNOSE_PER_TOWER):
+        if abs(size - factor) <= _SCALE_TOLERANCE * factor:
+            return factor
+    return None
+
+
+def measured_diagnoses(table: Any) -> dict[str, str]:
+    """The diagnosis of each step from its measurements (:func:`measure_steps`): same
+    direction as one device and the same size (right), :data:`DIAGNOSE_TOWERS` times the size
+    (summed gradients) or :data:`DIAGNOSE_PER_TOWER` times (summed losses); another
+    direction: one tower's gradients."""
+    out = {}
+    for name, row in table.iterrows():
+        same_way = row["cosine with one device's update"] >= _SAME_DIRECTION
+        factor = _scale(row["update size / one device's"]) if same_way else None
+        out[str(name)] = {
+            1: "right",
+            DIAGNOSE_TOWERS: "summed-gradients",
+            DIAGNOSE_PER_TOWER: "summed-loss",
+        }.get(factor, "last-tower" if not same_way else "unknown")
+    return out
+
+
+def _claim_hint(name: str, claim: str, row: Any) -> str:
+    """What the measurements of step ``name`` say against the learner's ``claim``."""
+    size = row["update size / one device's"]
+    cosine = row["cosine with one device's update"]
+    same_way = cosine >= _SAME_DIRECTION
+    if claim == "right":
+        return (
+            f"step {name}'s update is {size:.3f} times one device's, at a cosine of "
+            f"{cosine:.4f}: a step that trains as one device does makes one device's "
+            "update, in size and in direction"
+        )
+    if claim in ("summed-gradients", "summed-loss") and not same_way:
+        return (
+            f"step {name}'s update points elsewhere than one device's (cosine {cosine:.4f}): "
+            "adding instead of averaging scales an update, it cannot turn it"
+        )
+    if claim in ("summed-gradients", "summed-loss"):
+        return (
+            f"step {name}'s update is {size:.3f} times one device's: compare that factor "
+            f"with the number of towers ({DIAGNOSE_TOWERS}) and of examples per tower "
+            f"({DIAGNOSE_PER_TOWER}), and ask which mistake multiplies by which"
+        )
+    return (
+        f"step {name}'s update points where one device's does (cosine {cosine:.4f}): one "
+        "tower's gradients, from its share of the batch only, would point elsewhere"
+    )
+
+
+@task(LAB, 4)
+def task4(answer: Any, setup: Any) -> str:
+    """``diagnose_steps() -> {step: diagnosis}``: for each step of :data:`CANDIDATES`, a key of
+    :data:`DIAGNOSES`. The checker measures the steps again (:func:`measure_steps`) and
+    derives each diagnosis from the numbers (:func:`measured_diagnoses`); a wrong verdict
+    names the steps diagnosed wrongly and, for the first, what its numbers say against
+    the diagnosis given, never the right one."""
+    got = call(answer)
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"expected a dict {{step: diagnosis}}, got {short(got)}",
+            "one entry per step, e.g. {'A': 'right', 'B': ..., ...}",
+        )
+    claims = {}
+    for name in CANDIDATES:
+        if name not in got:
+            raise Wrong(
+                f"there is no diagnosis for step {name}",
+                f"give one entry per step: {', '.join(CANDIDATES)}",
+            )
+        claim = got[name]
+        if not isinstance(claim, str) or claim.strip().lower() not in DIAGNOSES:
+            raise Wrong(
+                f"for step {name}: {short(claim)} is not one of the diagnoses",
+                f"choose a key of DIAGNOSES: {', '.join(DIAGNOSES)}",
+            )
+        claims[name] = claim.strip().lower()
+    table = measure_steps(setup)
+    truth = measured_diagnoses(table)
+    wrong = [name for name in CANDIDATES if claims[name] != truth[name]]
+    if wrong:
+        shown = ", ".join(wrong[:-1]) + " and " + wrong[-1] if len(wrong) > 1 else wrong[0]
+        first = wrong[0]
+        raise Wrong(
+            f"{len(wrong)} of {len(CANDIDATES)} diagnoses are wrong: "
+            f"step{'s' if len(wrong) > 1 else ''} {shown}",
+            _claim_hint(first, claims[first], table.loc[first]),
+        )
+    right = next(name for name in CANDIDATES if truth[name] == "right")
+    return (
+        f"step {right} trains as one device does; the measurements give away each of the "
+        "others' mistakes (" + ", ".join(f"{n}: {truth[n]}" for n in CANDIDATES if n != right) + ")"
     )

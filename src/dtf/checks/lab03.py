@@ -5,7 +5,9 @@
 2. :func:`task2`: the parameter bytes each device holds for a layout of layers on devices,
    compared with the variables TensorFlow really creates;
 3. :func:`task3`: which memory-configuration calls of a script raise, which exception and why,
-   compared with what a fresh TensorFlow process really does.
+   compared with what a fresh TensorFlow process really does;
+4. :func:`task4` (decide): for each network, the pipeline layout that trains it within a
+   per-device memory budget on the fewest devices, or None when none fits.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 from dtf._util import first_line
 from dtf.checks.core import (
     Wrong,
+    as_array,
     call,
     call_function,
     device_names,
@@ -78,12 +81,20 @@ def _variable_kind(layer: Any, variable: Any) -> str:
     return f"variable {getattr(variable, 'name', '?')}"
 
 
-def _check_variables(layers: list, wanted: list[str]) -> None:
+def _default_device() -> str:
+    """Where TensorFlow puts a variable or an op when no device scope is open (short name)."""
+    import tensorflow as tf
+
+    with tf.device(None):  # no scope, whatever scope the caller opened
+        return short_device(tf.zeros(()).device)
+
+
+def _check_variables(layers: list, wanted: list[str], case: str) -> None:
     for i, (layer, device) in enumerate(zip(layers, wanted, strict=True)):
         variables = list(layer.trainable_variables)
         if not variables:
             raise Wrong(
-                f"layer {i} has no variables yet",
+                f"{case}layer {i} has no variables yet",
                 f"build layer {i} inside `with tf.device(devices[{i}]):`, by calling it there "
                 "for the first time (or with layer.build(input_shape))",
             )
@@ -91,23 +102,47 @@ def _check_variables(layers: list, wanted: list[str]) -> None:
             where = variable_device(v)
             if where != device:
                 kind = _variable_kind(layer, v)
+                unscoped = ""
+                if where == _default_device():
+                    unscoped = (
+                        f"{where} is TensorFlow's default device, where a variable goes when "
+                        "no device scope is open as it is created. "
+                    )
                 raise Wrong(
-                    expected_got(device, where, f"the device of layer {i}'s {kind}"),
-                    "a variable lives, for its whole life, on the device that was in scope "
-                    f"when it was created: create layer {i}'s variables inside "
+                    case + expected_got(device, where, f"the device of layer {i}'s {kind}"),
+                    unscoped + "a variable lives, for its whole life, on the device that was "
+                    f"in scope when it was created: create layer {i}'s variables inside "
                     f"`with tf.device(devices[{i}]):`, by calling the layer there for the "
                     "first time. A model built before (keras.Sequential with an Input, or an "
                     "earlier call) keeps its weights where they are, whatever scope calls it",
                 )
 
 
-def _check_matmuls(table: Any, wanted: list[str]) -> list[str]:
+def _check_logits(logits: Any, case: str) -> None:
+    """Logits are raw scores: a softmax output (every row in [0, 1], summing to 1) is not."""
+    try:
+        values = np.asarray(as_array(logits), dtype=np.float64)
+    except (TypeError, ValueError):
+        return  # expect_close says what is wrong with it
+    if values.ndim != 2 or values.size == 0:
+        return
+    in_unit = bool(np.all((values >= -1e-6) & (values <= 1 + 1e-6)))
+    if in_unit and np.allclose(values.sum(axis=1), 1.0, atol=1e-4):
+        raise Wrong(
+            f"{case}your logits are probabilities: every row lies in [0, 1] and sums to 1, "
+            "as after a softmax",
+            "logits are the raw scores of the output layer, before any softmax: the loss "
+            "(and the prediction) apply it themselves. Look at the output layer's activation",
+        )
+
+
+def _check_matmuls(table: Any, wanted: list[str], case: str = "") -> list[str]:
     table = placement_table(table)
     eager = table[table["source"] == "eager"]
     ran = devices_of(eager, ["MatMul"]) or devices_of(table, ["MatMul"])
     if not ran:
         raise Wrong(
-            "your placement table has no MatMul",
+            f"{case}your placement table has no MatMul",
             "call both layers inside the `with placement.capture() as log:` block, and "
             "return log.table after the block",
         )
@@ -116,32 +151,33 @@ def _check_matmuls(table: Any, wanted: list[str]) -> list[str]:
         return ran
     if len(order) == 2 and ran == order[:1]:
         raise Wrong(
-            f"the MatMuls ran on {order[0]} only, although layer 1's weights live on "
+            f"{case}the MatMuls ran on {order[0]} only, although layer 1's weights live on "
             f"{order[1]}: they were copied to {order[0]} for the multiplication",
             "a layer runs where it is called, not where its weights live: call layer 1 "
             "inside `with tf.device(devices[1]):` too",
         )
+    if len(order) == 2 and ran == order[1:]:
+        raise Wrong(
+            f"{case}the MatMuls ran on {order[1]} only, although layer 0's weights live on "
+            f"{order[0]}: they were copied to {order[1]} for the multiplication",
+            "a layer runs where it is called, not where its weights live: call layer 0 "
+            "inside `with tf.device(devices[0]):` too",
+        )
     raise Wrong(
-        expected_got(", ".join(order), ", ".join(ran), "the devices of the MatMuls, in order"),
+        case
+        + expected_got(", ".join(order), ", ".join(ran), "the devices of the MatMuls, in order"),
         "call layer 0 inside `with tf.device(devices[0]):` and layer 1 inside "
         "`with tf.device(devices[1]):`",
     )
 
 
-@task(LAB, 1)
-def task1(answer: Any, setup: Any) -> str:
-    """``place_model(x, devices) -> (layers, logits, placement table)``: a hidden Dense layer
-    whose variables live on ``devices[0]`` and an output layer whose variables live on
-    ``devices[1]`` (:func:`device_pair`), ``x`` run through both, and the placement log of
-    that run. Checked: the devices of the layers' real variables, the logits (those of the two
-    layers applied in order), and that the log shows layer 0's MatMul on ``devices[0]`` and
-    layer 1's on ``devices[1]``. Hand-made layers (callables with ``trainable_variables``,
-    e.g. a ``tf.Module``) are accepted too, and so is a Keras model of the two layers."""
+def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
+    """One call of the learner's ``place_model(x, pair)``, checked: the layers' variables,
+    the logits and the MatMuls in the placement table. Returns the devices the MatMuls ran
+    on."""
     import tensorflow as tf
 
-    pair = device_pair(setup)
     wanted = [short_device(d) for d in pair]
-    x = tf.constant(_inputs())
     got = call_function(answer, x, list(pair))
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         raise Wrong(
@@ -150,7 +186,8 @@ def task1(answer: Any, setup: Any) -> str:
         )
     layers, logits, table = got
     layers = _layers_of(layers)
-    _check_variables(layers, wanted)
+    _check_variables(layers, wanted, case)
+    _check_logits(logits, case)
     h = x
     for layer, device in zip(layers, pair, strict=True):
         with tf.device(device):
@@ -158,21 +195,48 @@ def task1(answer: Any, setup: Any) -> str:
     expect_close(
         h,
         logits,
-        what="the logits",
+        what=f"{case}the logits",
         atol=1e-5,
         rtol=1e-5,
         hint="return the output of layer 1 applied to the output of layer 0 applied to x "
-        f"(shape ({BATCH}, {CLASSES}): no softmax)",
+        f"(shape ({BATCH}, {CLASSES}))",
     )
-    ran = _check_matmuls(table, wanted)
-    if wanted[0] == wanted[1]:
+    return _check_matmuls(table, wanted, case)
+
+
+@task(LAB, 1)
+def task1(answer: Any, setup: Any) -> str:
+    """``place_model(x, devices) -> (layers, logits, placement table)``: a hidden Dense layer
+    whose variables live on ``devices[0]`` and an output layer whose variables live on
+    ``devices[1]``, ``x`` run through both, and the placement log of that run. Checked with
+    ``devices`` = :func:`device_pair` and again with that pair reversed, so that each layer
+    once gets a device that is not TensorFlow's default one (a layer built or run outside
+    its device scope lands on the default device, which would go unseen if that were its
+    device): the devices of the layers' real variables, the logits (those of the two layers
+    applied in order, and raw scores: a softmax output is refused), and that the log shows
+    layer 0's MatMul on ``devices[0]`` and layer 1's on ``devices[1]``. Hand-made layers
+    (callables with ``trainable_variables``, e.g. a ``tf.Module``) are accepted too, and so
+    is a Keras model of the two layers."""
+    import tensorflow as tf
+
+    pair = device_pair(setup)
+    x = tf.constant(_inputs())
+    runs = [pair] if pair[0] == pair[1] else [pair, pair[::-1]]
+    ran = []
+    for run in runs:
+        shown = ", ".join(repr(short_device(d)) for d in run)
+        case = f"with devices = [{shown}]: " if run is not pair else ""
+        ran.append(_check_run(answer, x, run, case))
+    wanted = [short_device(d) for d in pair]
+    if len(runs) == 1:
         return (
             f"both layers' variables and MatMuls are on {wanted[0]}, the only device here "
             "(with NUM_DEVICES >= 2 they would be on two)"
         )
     return (
-        f"layer 0's variables live on {wanted[0]} and layer 1's on {wanted[1]}; "
-        f"the placement log shows their MatMuls on {', '.join(ran)}"
+        f"layer 0's variables live on {wanted[0]} and layer 1's on {wanted[1]}, and the other "
+        f"way round with the devices swapped; the placement log shows their MatMuls on "
+        f"{', '.join(ran[0])}, then on {', '.join(ran[1])}"
     )
 
 
@@ -363,22 +427,24 @@ MESSAGE_REASONS = (
     ("cannot be modified after being initialized", "initialised"),
     ("allocator stats not available", "no-stats"),
 )
-#: Task 3: what to think about when a prediction for a call is wrong.
+#: Task 3: what to think about when a prediction for a call is wrong: each points at what
+#: decides the call's outcome, without saying the outcome.
 CALL_HINTS = {
-    1: "memory growth is a setting of a GPU's memory pool; the CPU has none",
-    2: "memory_limit caps logical GPUs; logical CPUs all share the host's memory",
-    3: "splitting the CPU before TensorFlow initialises is what devices.setup does in "
-    "every Setup cell",
-    4: "once a device is split, each logical device has a fixed memory limit, so growth "
-    "cannot apply to it",
-    5: "listing logical devices raises nothing, but it initialises TensorFlow: from here "
-    "on the device layout is fixed",
-    6: "asking again for the split already in place changes nothing, so TensorFlow accepts "
-    "it even after initialisation (re-running a Setup cell with the same NUM_DEVICES is "
-    "harmless)",
-    7: "a different split after initialisation is refused: call 5 initialised TensorFlow",
-    8: "get_memory_info reads the statistics of the BFC allocator; on a CPU only "
-    "TF_CPU_ALLOCATOR_USE_BFC=true, set before the import, provides them (notebook 05)",
+    1: "call 1: memory growth is a setting of a memory pool that TensorFlow grows on demand; "
+    "which kind of device has such a pool?",
+    2: "call 2: a memory_limit gives each logical device its own cap; do logical CPUs have "
+    "memory of their own to cap?",
+    3: "call 3: has anything initialised TensorFlow before it? (every Setup cell's "
+    "devices.setup makes a call like it)",
+    4: "call 4: what did call 3 leave behind, and can a device whose memory is fixed grow?",
+    5: "call 5: to list the logical devices, TensorFlow must create them: what does that "
+    "fix for the calls after it?",
+    6: "call 6: compare the split it asks for with the one already in place",
+    7: "call 7: compare the split it asks for with the one already in place, and remember "
+    "what call 5 did",
+    8: "call 8: the statistics come from the allocator, and not every allocator keeps them: "
+    "which one does the CPU use unless TF_CPU_ALLOCATOR_USE_BFC is set before the import "
+    "(notebook 05)?",
 }
 #: Task 3: how long the child process may take (a TensorFlow import, ~5 s on 2 cores).
 CHILD_TIMEOUT_S = 120.0
@@ -519,50 +585,236 @@ def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
     return out
 
 
+def _listed(numbers: Sequence[int]) -> str:
+    """``1, 4 and 6``."""
+    shown = [str(n) for n in numbers]
+    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else "".join(shown)
+
+
 @task(LAB, 3)
 def task3(answer: Any) -> str:
     """``predict_failures() -> {call: None or (exception type, reason)}`` for the calls of
     :func:`script`. The checker runs the script in a fresh TensorFlow process (:func:`measure`)
     and compares: the exception type of each call, and the reason its message gives
-    (:data:`MESSAGE_REASONS`). A message this checker does not know (another TensorFlow
-    version) is compared by its type only, and the verdict says so."""
+    (:data:`MESSAGE_REASONS`). A wrong verdict names the calls predicted wrongly, and which
+    of them have only the reason wrong, never the right outcome: the hint points at what
+    decides the first of them (:data:`CALL_HINTS`). A message this checker does not know
+    (another TensorFlow version) is compared by its type only, and the verdict says so."""
     predicted = _predictions(call(answer))
     measured = measure()
     unknown = []
-    for number, code in CALLS.items():
+    wrong, reason_only = [], []
+    for number in CALLS:
         outcome = measured[number]
         if outcome is None:
             expected = None
-            happened = "it raised nothing"
         else:
             reason = reason_of(outcome[1])
             if reason is None:
                 unknown.append(number)
             expected = (outcome[0], reason)
-            happened = f"it raised {outcome[0]}: {outcome[1]}"
         got = predicted[number]
         if expected is not None and expected[1] is None and got is not None:
             got = (got[0], None)  # a message this checker does not know: the type only
         if got != expected:
-            what = f"call {number}, `{code}`"
+            wrong.append(number)
             if got is not None and expected is not None and got[0] == expected[0]:
-                raise Wrong(
-                    f"for {what}: the exception type is right, the reason is not: "
-                    f"expected {expected[1]!r}, got {got[1]!r}. What happened: {happened}",
-                    CALL_HINTS[number],
-                )
-            raise Wrong(
-                expected_got(expected, got, what) + f". What happened: {happened}",
-                CALL_HINTS[number],
+                reason_only.append(number)
+    if wrong:
+        # Which predictions are wrong, never what the right ones are: the learner works
+        # them out from the hint, and checks again.
+        detail = (
+            f"{len(wrong)} of {len(CALLS)} predictions are wrong: "
+            f"call{'s' if len(wrong) > 1 else ''} {_listed(wrong)}"
+        )
+        if reason_only:
+            detail += (
+                f" (for call{'s' if len(reason_only) > 1 else ''} {_listed(reason_only)} the "
+                "exception type is right, the reason is not)"
             )
-    raised = [str(n) for n in CALLS if measured[n] is not None]
-    listed = ", ".join(raised[:-1]) + " and " + raised[-1] if len(raised) > 1 else "".join(raised)
+        raise Wrong(detail, "start with " + CALL_HINTS[wrong[0]])
+    raised = [n for n in CALLS if measured[n] is not None]
     note = f"all {len(CALLS)} predictions match a fresh TensorFlow process"
     if raised:
-        note += f": call{'s' if len(raised) > 1 else ''} {listed} raised, the others did not"
+        note += (
+            f": call{'s' if len(raised) > 1 else ''} {_listed(raised)} raised, the others did not"
+        )
     if unknown:
         note += (
             f" (TensorFlow's message for call(s) {', '.join(map(str, unknown))} is new to "
             "this checker: only the exception type was compared)"
         )
     return note
+
+
+# --------------------------------------------------------------------------- task 4
+
+#: Task 4: the machine the layouts are for: this many devices, each with this many bytes.
+PLAN_DEVICES = 4
+BUDGET = 1_500_000
+#: Task 4: what training keeps per parameter, each as large as the weights (float32): the
+#: weight, its gradient and Adam's two slots (notebook 05 measured the rule).
+TRAINING_COPIES = 4
+#: Task 4: the networks to place (``layer_sizes`` as in task 2), by name.
+NETWORKS = {
+    "A": (64, 256, 256, 256, 10),  # notebook 04's network
+    "B": (100, 200, 200, 200, 200, 200, 2),
+    "C": (512, 1024, 10),
+    "D": (256, 256, 256, 256, 256, 256),
+}
+
+
+def _layer_bytes(layer_sizes: Sequence[int], build_on: str) -> list[int]:
+    """The training bytes of each layer: the bytes of the variables TensorFlow creates for
+    it (built on ``build_on``), times :data:`TRAINING_COPIES`."""
+    names = [f"/device:GPU:{i}" for i in range(len(layer_sizes) - 1)]
+    measured = _measured_bytes(layer_sizes, names, build_on)
+    return [TRAINING_COPIES * measured[short_device(n)] for n in names]
+
+
+def _shares(per_layer: Sequence[int], layout: Sequence[int]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for size, device in zip(per_layer, layout, strict=True):
+        out[device] = out.get(device, 0) + size
+    return out
+
+
+def fewest_devices(per_layer: Sequence[int], budget: int = BUDGET) -> int | None:
+    """The fewest devices a contiguous cut of layers with ``per_layer`` bytes needs so that no
+    device holds more than ``budget`` (greedy: fill each device before the next), or None
+    when a single layer is over the budget."""
+    if any(size > budget for size in per_layer):
+        return None
+    devices, held = 1, 0
+    for size in per_layer:
+        if held + size > budget:
+            devices, held = devices + 1, 0
+        held += size
+    return devices
+
+
+def _layout_of(network: str, value: Any, num_layers: int) -> list[int] | None:
+    if value is None:
+        return None
+    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
+        raise Wrong(
+            f"for network {network}: expected None or a list of device numbers, one per "
+            f"layer, got {short(value)}",
+            "e.g. [0, 0, 1] puts the first two layers on device 0 and the third on device 1",
+        )
+    layout = []
+    for item in value:
+        number = item.item() if isinstance(item, np.generic) else item
+        if isinstance(number, bool) or not isinstance(number, int):
+            raise Wrong(
+                f"for network {network}: device numbers are whole numbers, got {short(item)}",
+                f"number the devices 0 to {PLAN_DEVICES - 1}",
+            )
+        layout.append(number)
+    if len(layout) != num_layers:
+        raise Wrong(
+            f"for network {network}: expected one device number per layer ({num_layers} "
+            f"layers), got {len(layout)}",
+            "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs: a network of "
+            "n + 1 sizes has n layers",
+        )
+    return layout
+
+
+def _check_layout(network: str, layout: list[int], per_layer: list[int], need: int | None):
+    outside = [d for d in layout if not 0 <= d < PLAN_DEVICES]
+    if outside:
+        raise Wrong(
+            f"for network {network}: there is no device {outside[0]}: the machine has "
+            f"{PLAN_DEVICES}, numbered 0 to {PLAN_DEVICES - 1}",
+            "if every device is full, no layout fits: say so with None",
+        )
+    steps = [b - a for a, b in zip(layout[:-1], layout[1:], strict=True)]
+    if layout[0] != 0 or any(step not in (0, 1) for step in steps):
+        raise Wrong(
+            f"for network {network}: {layout} is not a pipeline of contiguous stages",
+            "the stages follow the layers in order: the first layers on device 0, the next "
+            "ones on device 1, and so on, without going back or skipping a device",
+        )
+    shares = _shares(per_layer, layout)
+    over = {d: b for d, b in shares.items() if b > BUDGET}
+    if over:
+        device, held = next(iter(over.items()))
+        weights = [b // TRAINING_COPIES for b in per_layer]
+        hint = (
+            "a device's share is the training bytes of every layer on it: move a layer to "
+            "the next device, or, if a single layer is over the budget, no layout fits"
+        )
+        if len(shares) == fewest_devices(weights):  # the best layout for the weights alone
+            hint = (
+                "that layout fits the weights alone; training also keeps each parameter's "
+                f"gradient and Adam's two slots: {TRAINING_COPIES * 4} bytes per parameter"
+            )
+        raise Wrong(
+            f"for network {network}: device {device} would hold {held:,} bytes, over the "
+            f"budget of {BUDGET:,}",
+            hint,
+        )
+    used = len(shares)
+    if need is not None and used > need:
+        raise Wrong(
+            f"network {network} fits on your {used} devices, but fewer devices are enough",
+            "fill each device before starting the next: a device takes the next layer as "
+            "long as its share stays within the budget",
+        )
+
+
+@task(LAB, 4)
+def task4(answer: Any, setup: Any) -> str:
+    """``choose_layouts() -> {network: layout or None}``: for each network of
+    :data:`NETWORKS`, the pipeline layout (device number of each layer, stages contiguous
+    from device 0) that trains it on :data:`PLAN_DEVICES` devices of :data:`BUDGET` bytes
+    each with the fewest devices, or None when no layout fits. A device's share is the
+    bytes of the variables TensorFlow creates for its layers (built here, on the first
+    device of ``setup``) times :data:`TRAINING_COPIES`. Any layout that fits with the fewest
+    devices is right; the messages say which device is over the budget, or that fewer
+    devices are enough, never the layout."""
+    got = call(answer)
+    if not isinstance(got, Mapping):
+        raise Wrong(
+            f"expected a dict {{network: layout or None}}, got {short(got)}",
+            "one entry per network, e.g. {'A': [0, 0, 1, 1], ..., 'C': None}",
+        )
+    missing = [n for n in NETWORKS if n not in got]
+    if missing:
+        raise Wrong(
+            f"there is no decision for network {missing[0]}",
+            f"give one entry per network, {list(NETWORKS)}: None where no layout fits",
+        )
+    build_on = device_names(setup)[0]
+    notes = []
+    for network, sizes in NETWORKS.items():
+        num_layers = len(sizes) - 1
+        layout = _layout_of(network, got[network], num_layers)
+        per_layer = _layer_bytes(sizes, build_on)
+        need = fewest_devices(per_layer)
+        fits = need is not None and need <= PLAN_DEVICES
+        if layout is None:
+            if fits:
+                raise Wrong(
+                    f"network {network} can be trained on these {PLAN_DEVICES} devices: "
+                    "some layout fits the budget",
+                    "work out each layer's training bytes, then fill device 0 with the first "
+                    "layers, device 1 with the next, and so on",
+                )
+            largest = max(per_layer)
+            why = (
+                f"a layer alone needs {largest:,} bytes"
+                if need is None
+                else f"it needs {need} devices"
+            )
+            notes.append(f"{network} fits nowhere ({why})")
+            continue
+        _check_layout(network, layout, per_layer, need if fits else None)
+        shares = _shares(per_layer, layout)
+        notes.append(f"{network} on {len(shares)} ({max(shares.values()):,} bytes at most)")
+    per_parameter = TRAINING_COPIES * _BYTES
+    return (
+        f"every decision holds at {per_parameter} bytes per parameter of the variables "
+        f"TensorFlow creates, within {BUDGET:,} bytes per device: " + "; ".join(notes)
+    )
