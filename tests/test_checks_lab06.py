@@ -732,6 +732,7 @@ def test_task4_right(lab) -> None:
     assert lab.run(task4()).message == first.message
 
 
+@pytest.mark.slow
 def test_task4_giving_up_by_raising_is_right_too(lab) -> None:
     assert_verdict(lab.run(task4(give_up="raise")), "correct")
 

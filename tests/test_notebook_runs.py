@@ -4,7 +4,7 @@ A tutorial's first run is nbval's, at its default parameters (``notebooks/`` is 
 Here each tutorial and lab solution with a ``NUM_DEVICES`` parameter runs once more at the
 count :mod:`tests.device_counts` gives it (3, 8 or 1, taking turns), and each lab's student
 version runs at its default. Every run is its own test in its own xdist group, so that
-``pytest -n 2 --dist loadgroup`` spreads them over the workers; all are marked ``notebook``
+``pytest -n 3 --dist loadgroup`` spreads them over the workers; all are marked ``notebook``
 (``make check``), except the one smoke run of a lab kernel that ``make test`` keeps, marked
 ``smoke``: the solution of :data:`SMOKE_LAB`, about 5 s (its kernel imports TensorFlow).
 """
