@@ -127,6 +127,7 @@ class ManifestError(ValueError):
 def _jobs(spec, exclude=None) -> dict[str, list[str | None]]:
     """The checked spec without the excluded tasks' jobs (a job is dropped only whole)."""
     jobs = load(spec)
+    _check_not_empty(jobs, exclude)
     dropped = select_tasks(exclude, jobs)
     for job, addresses in jobs.items():
         gone = {t for t in dropped if t.job == job}
@@ -136,6 +137,28 @@ def _jobs(spec, exclude=None) -> dict[str, list[str | None]]:
                 f"whole jobs only (e.g. exclude='{job}')."
             )
     return {job: a for job, a in jobs.items() if not any(t.job == job for t in dropped)}
+
+
+#: The jobs whose tasks do the work: a deployment that keeps none of them trains nothing.
+_WORKING_JOBS = ("chief", "master", "worker")
+
+
+def _check_not_empty(jobs: Mapping[str, list], exclude) -> None:
+    """Refuse an ``exclude`` that leaves nothing to deploy: no task at all, or none of the
+    chief, master and worker tasks the spec has (only a client, ps or evaluator left)."""
+    dropped = select_tasks(exclude, jobs)
+    kept = [t for t in all_tasks(jobs) if t not in dropped]
+    working = [job for job in jobs if job in _WORKING_JOBS]
+    if not kept:
+        raise ClusterConfigError(
+            f"exclude (--exclude) leaves out every task ({', '.join(jobs)}): the deployment "
+            "would be empty. Exclude only the client job (e.g. --exclude host)."
+        )
+    if working and not any(t.job in _WORKING_JOBS for t in kept):
+        raise ClusterConfigError(
+            f"exclude (--exclude) leaves out every task of {', '.join(repr(j) for j in working)}:"
+            " no task would train. Exclude only the client job (e.g. --exclude host)."
+        )
 
 
 def _with_addresses(jobs: Mapping[str, list[str | None]], what: str) -> dict[str, list[str]]:
@@ -574,8 +597,12 @@ def _tfjob_rules(manifest: Mapping) -> list[str]:
     if not _DNS_LABEL.fullmatch(name) or len(name) > _DNS_LABEL_MAX:
         problems.append(f"metadata.name: {name!r} is not a DNS-1035 label")
     specs = manifest["spec"]["tfReplicaSpecs"]
+    if not specs:
+        problems.append("spec.tfReplicaSpecs: no replica spec (the TFJob would run nothing)")
     for replica, spec in specs.items():
         where = f"spec.tfReplicaSpecs.{replica}"
+        if spec.get("replicas") is not None and spec["replicas"] < 1:
+            problems.append(f"{where}.replicas: {spec['replicas']} (a replica spec needs >= 1)")
         if replica not in known:
             problems.append(f"{where}: not a replica type ({', '.join(sorted(known))})")
         containers = spec.get("template", {}).get("spec", {}).get("containers") or []
@@ -636,6 +663,7 @@ def write(
     """Write the deployment files of ``spec`` into ``out``; returns (paths written, one line
     for each part left out and why). ``check``: validate the manifests first."""
     jobs = load(spec)  # every mistake of the file is one ClusterConfigError, here
+    _check_not_empty(jobs, exclude)  # never an empty deployment
     out = Path(out)
     written: list[Path] = []
     skipped: list[str] = []
