@@ -421,6 +421,7 @@ def test_cli_writes_every_file_and_checks_the_manifests(tmp_path, capsys):
     assert rc == 0 and "manifests valid" in printed
     names = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
     assert names == [
+        ".dtf-deploy-written",
         "cluster.json",
         "hosts.txt",
         "kubernetes/indexed-jobs.yaml",

@@ -69,3 +69,58 @@ def test_validate_refuses_a_tfjob_with_no_replicas():
     manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 0
     with pytest.raises(deploy.ManifestError, match="Worker.replicas: 0"):
         deploy.validate(manifest)
+
+
+# --------------------------------------------------------------------------- what --out deletes
+
+
+def test_a_later_run_deletes_only_the_files_it_recorded_writing(tmp_path, capsys):
+    out = tmp_path / "out"
+    mine = out / "tf_config" / "mine.json"  # the user's own, beside the generated ones
+    mine.parent.mkdir(parents=True)
+    mine.write_text('{"mine": true}\n')
+    notes = out / "kubernetes" / "notes.yaml"
+    notes.parent.mkdir()
+    notes.write_text("kind: Notes\n")
+    assert deploy.main([str(POST), "--out", str(out), "--exclude", "host"]) == 0
+    record = (out / deploy.RECORD).read_text().splitlines()
+    assert [line for line in record if not line.startswith("#")] == [
+        "cluster.json",
+        "hosts.txt",
+        "kubernetes/indexed-jobs.yaml",
+        "kubernetes/tfjob.yaml",
+        "tf_config/worker-0.json",
+        "tf_config/worker-1.json",
+    ]
+    # Counts only: no hosts.txt and no TF_CONFIG files this time.
+    counts = tmp_path / "counts.json"
+    counts.write_text('{"worker": 2}')
+    assert deploy.main([str(counts), "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert not (out / "hosts.txt").exists()
+    assert sorted(p.name for p in (out / "tf_config").iterdir()) == ["mine.json"]
+    assert mine.read_text() == '{"mine": true}\n' and notes.is_file()
+    # A run that writes no manifests removes the generated ones and the emptied folder only.
+    notes.unlink()
+    assert deploy.main([str(POST), "--out", str(out)]) == 0
+    assert not (out / "kubernetes").exists()
+    assert mine.is_file()
+    assert sorted(p.name for p in (out / "tf_config").iterdir()) == [
+        "mine.json",
+        "worker-0.json",
+        "worker-1.json",
+    ]
+
+
+def test_a_record_edited_by_hand_never_reaches_outside_out(tmp_path, capsys):
+    outside = tmp_path / "precious.txt"
+    outside.write_text("keep")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "tf_config").mkdir()
+    (out / deploy.RECORD).write_text(
+        f"../precious.txt\n{outside}\ntf_config\nkubernetes/../../precious.txt\n"
+    )
+    assert deploy.main([str(POST), "--out", str(out), "--exclude", "host"]) == 0
+    capsys.readouterr()
+    assert outside.read_text() == "keep" and (out / "tf_config").is_dir()

@@ -12,6 +12,8 @@ every deployment. From it this module writes, into one folder (``--out``, defaul
     kubernetes/tfjob.yaml     a TFJob for the Kubeflow training operator v1
     kubernetes/indexed-jobs.yaml   the same cluster with no operator: a headless Service and
                               one Indexed Job per job of the spec
+    .dtf-deploy-written       the list of files written: a later run into the same folder
+                              deletes those of them it no longer writes, and no other file
 
 Two Kubernetes forms, because the ecosystem is moving. The ``TFJob`` (``kubeflow.org/v1``)
 of the Kubeflow training operator v1 is still widely deployed, but Kubeflow Trainer v2 no
@@ -56,7 +58,7 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from dtf.cluster import env as cluster_env
 from dtf.cluster.spec import (
@@ -115,6 +117,11 @@ PREEMPTED_EXIT_CODE = EXIT_PREEMPTED
 #: a letter. Kubernetes' own objects accept DNS-1123 labels, which this satisfies too.
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS_LABEL_MAX = 63
+
+
+#: The file in ``--out`` that lists what :func:`write` wrote there: the only files a later
+#: run deletes.
+RECORD = ".dtf-deploy-written"
 
 
 class ManifestError(ValueError):
@@ -690,14 +697,7 @@ def write(
         for documents in manifests.values():
             for manifest in documents:
                 validate(manifest)
-    # Files of an earlier run that this run does not write again would mislead: remove them.
-    kubernetes = out / "kubernetes"
-    for stale in [
-        out / "hosts.txt",
-        kubernetes / "tfjob.yaml",
-        kubernetes / "indexed-jobs.yaml",
-    ] + sorted((out / "tf_config").glob("*.json")):
-        stale.unlink(missing_ok=True)
+    earlier = _recorded(out)
     counted = {job: a if None not in a else len(a) for job, a in jobs.items()}
     put("cluster.json", json.dumps(counted, indent=2) + "\n")
     try:
@@ -711,7 +711,45 @@ def write(
             put(f"tf_config/{task.replace('/', '-')}.json", value + "\n")
     for relative, documents in manifests.items():
         put(relative, _yaml(documents))
+    # Files an earlier run wrote and this one does not would mislead: remove them, and only
+    # them (never a file this tool did not record writing, such as a user's own TF_CONFIG).
+    now = {path.relative_to(out).as_posix() for path in written}
+    for relative in sorted(set(earlier) - now):
+        stale = out / relative
+        if not (stale.is_file() or stale.is_symlink()):
+            continue
+        stale.unlink()
+        for folder in stale.parents:  # the folders it emptied, up to out
+            if folder == out or not folder.is_relative_to(out):
+                break
+            try:
+                folder.rmdir()
+            except OSError:  # not empty: someone else's files are there
+                break
+    (out / RECORD).write_text(
+        f"# {RECORD}: the files python -m dtf.deploy wrote here, one a line; its next run\n"
+        "# deletes those it no longer writes, and no other file.\n" + "\n".join(sorted(now)) + "\n",
+        encoding="utf-8",
+    )
     return written, skipped
+
+
+def _recorded(out: Path) -> list[str]:
+    """The files an earlier run recorded writing into ``out`` (relative, inside ``out``)."""
+    try:
+        text = (out / RECORD).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return []
+    files = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        relative = PurePosixPath(line)
+        if relative.is_absolute() or ".." in relative.parts or relative.name == RECORD:
+            continue  # a record edited by hand never reaches outside out
+        files.append(relative.as_posix())
+    return files
 
 
 def _hosts_text(rows: list[dict[str, str]]) -> str:
