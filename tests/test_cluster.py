@@ -161,14 +161,14 @@ def test_every_spec_mistake_is_one_clear_config_error(spec, message):
     assert "\n" not in str(info.value)
 
 
-def test_a_job_of_max_count_tasks_is_accepted_and_one_more_is_refused():
+def test_max_count_tasks_on_this_machine_are_accepted_and_one_more_is_refused():
     assert load({"worker": MAX_COUNT}) == {"worker": [None] * MAX_COUNT}
-    assert load({"worker": 1, "ps": MAX_COUNT})["ps"] == [None] * MAX_COUNT
-    with pytest.raises(
-        ClusterConfigError,
-        match=rf"asks for {MAX_COUNT + 1} tasks on this machine; at most {MAX_COUNT} are allowed",
-    ):
+    assert load({"worker": 1, "ps": MAX_COUNT - 1})["ps"] == [None] * (MAX_COUNT - 1)
+    too_many = rf"asks for {MAX_COUNT + 1} tasks on this machine; at most {MAX_COUNT} are allowed"
+    with pytest.raises(ClusterConfigError, match=too_many):
         load({"worker": MAX_COUNT + 1})
+    with pytest.raises(ClusterConfigError, match=too_many):  # the limit is over all jobs
+        load({"worker": 1, "ps": MAX_COUNT})
 
 
 def _escape(text: str) -> str:

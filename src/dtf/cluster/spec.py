@@ -21,16 +21,23 @@ starts, one message per problem, each saying what to do:
   allow at most one of each);
 - a spec with no ``worker`` job (every cluster of the course has workers; a near miss such
   as ``wroker`` is named in the message);
-- a job with no task, a task count that is not a whole number from 1 to :data:`MAX_COUNT`;
+- a job with no task, a task count that is not a whole number of at least 1;
+- more than :data:`MAX_COUNT` tasks on this machine in all, whether given as counts or as
+  addresses of this machine (tasks on other hosts do not count);
 - an address that is not ``host:port``, a port that is not a whole number from 1 to 65535;
 - the same address twice;
 - a task index out of range (``worker/2`` in a two-worker job);
 - an empty file, a file that is not valid JSON (the message names the file and the line and
-  column of the error), JSON that is not an object of jobs.
+  column of the error), JSON that is not an object of jobs, the same key twice in one JSON
+  object (``json`` would silently keep the last);
+- a path that does not exist, is a directory or cannot be read, a file that is not UTF-8 text
+  (a UTF-16 file, as Windows PowerShell's ``>`` writes, gets the command that saves UTF-8;
+  a UTF-8 byte-order mark is accepted, since PowerShell's ``-Encoding utf8`` writes one).
 """
 
 from __future__ import annotations
 
+import codecs
 import difflib
 import errno
 import ipaddress
@@ -53,7 +60,12 @@ SINGLE_TASK_JOBS = ("chief", "evaluator")
 STRATEGY_JOBS = ("chief", "worker", "ps", "evaluator")
 #: The one job every spec must have.
 REQUIRED_JOB = "worker"
-#: Most tasks a count may ask for: each idle TensorFlow server takes ~0.75 GB of memory.
+#: Most tasks a spec may run on this machine, counted over all jobs: tasks given as counts
+#: plus tasks whose address is this machine's. The course's choice, not TensorFlow's: its
+#: notebooks start a handful of servers and a 2-core laptop must run them. Memory measured per
+#: idle server (TF 2.21, CPU): ~44 MB of its own when forked from a process that imported
+#: TensorFlow once (``LocalCluster``'s default), ~0.75 GB when it imports TensorFlow itself
+#: (``start_method="spawn"``, ``python -m dtf.server``): 32 such servers need ~24 GB.
 MAX_COUNT = 32
 #: The host of tasks given as counts: loopback, so nothing outside this machine reaches them.
 DEFAULT_HOST = "127.0.0.1"
@@ -118,13 +130,66 @@ def load(spec) -> dict[str, list[str | None]]:
 def read_json(path: str | os.PathLike) -> dict:
     """The JSON object in the file ``path``; the error names the file and the position."""
     path = Path(path)
-    text = path.read_text(encoding="utf-8") if path.is_file() else None
-    if text is None:
+    name = f"cluster file {str(path)!r}"
+    if path.is_dir():
+        raise ClusterConfigError(
+            f"{str(path)!r} is a directory, not a cluster file: give the path of the JSON "
+            f"file in it (e.g. {str(path / 'cluster.json')!r})."
+        )
+    if not path.is_file():
         hint = ""
         if str(path).lstrip().startswith("{"):
             hint = " It looks like JSON text: pass json.loads(text) (a dict) instead."
-        raise ClusterConfigError(f"cluster file {str(path)!r} does not exist.{hint}")
-    return parse_json(text, source=f"cluster file {str(path)!r}")
+        raise ClusterConfigError(f"{name} does not exist.{hint}")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        fix = ": check its permissions." if isinstance(exc, PermissionError) else "."
+        raise ClusterConfigError(f"{name} cannot be read ({exc.strerror or exc}){fix}") from None
+    return parse_json(_decode(data, name), source=name)
+
+
+#: Byte-order marks of the encodings a Windows editor or shell may write instead of UTF-8;
+#: UTF-32 first, since its little-endian mark starts with UTF-16's.
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "UTF-32"),
+    (codecs.BOM_UTF32_BE, "UTF-32"),
+    (codecs.BOM_UTF16_LE, "UTF-16"),
+    (codecs.BOM_UTF16_BE, "UTF-16"),
+)
+_SAVE_AS_UTF8 = (
+    "save it as UTF-8 (in Windows PowerShell, write it with '... | Out-File -Encoding utf8 "
+    "FILE' or '... | Set-Content -Encoding utf8 FILE' instead of '>'; in an editor, save "
+    "with the encoding UTF-8)."
+)
+
+
+def _decode(data: bytes, name: str) -> str:
+    """``data`` as UTF-8 text (a UTF-8 byte-order mark is dropped); any other encoding is a
+    :class:`ClusterConfigError` that says how to save the file as UTF-8."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            why = (
+                " (Windows PowerShell 5.1's '>' and Out-File write UTF-16 by default)"
+                if encoding == "UTF-16"
+                else ""
+            )
+            raise ClusterConfigError(f"{name} is {encoding} text, not UTF-8{why}: {_SAVE_AS_UTF8}")
+    if b"\0" in data:
+        raise ClusterConfigError(
+            f"{name} holds NUL bytes, so it is not UTF-8 text (UTF-16 without a "
+            f"byte-order mark?): {_SAVE_AS_UTF8}"
+        )
+    data = data.removeprefix(codecs.BOM_UTF8)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise ClusterConfigError(
+            f"{name} is not UTF-8 text: byte 0x{data[exc.start]:02x} at line {line} column "
+            f"{column} is not UTF-8 (Latin-1 or Windows-1252?): {_SAVE_AS_UTF8}"
+        ) from None
 
 
 def parse_json(text: str, source: str = "the cluster JSON") -> dict:
@@ -135,16 +200,40 @@ def parse_json(text: str, source: str = "the cluster JSON") -> dict:
             '{"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}.'
         )
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKeyError as exc:
+        raise ClusterConfigError(
+            f"{source} has the key {exc.key!r} twice in one JSON object; JSON readers keep "
+            "only the last, so the first would be lost without a word: merge the two into "
+            "one key."
+        ) from None
     except json.JSONDecodeError as exc:
         raise ClusterConfigError(
             f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}."
         ) from None
+    except (ValueError, RecursionError) as exc:  # a 5000-digit number, [[[[... nested
+        raise ClusterConfigError(f"{source} is not a cluster spec: {exc}.") from None
     if not isinstance(value, dict):
         raise ClusterConfigError(
             f"{source} must hold one JSON object of jobs, e.g. "
             f'{{"worker": ["127.0.0.1:2222"]}}, not a {type(value).__name__}.'
         )
+    return value
+
+
+class _DuplicateKeyError(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict:
+    """``json``'s ``object_pairs_hook``: the object as a dict, refusing a key seen twice."""
+    value: dict = {}
+    for key, item in pairs:
+        if key in value:
+            raise _DuplicateKeyError(key)
+        value[key] = item
     return value
 
 
@@ -178,6 +267,7 @@ def normalize(spec, source: str = "the cluster spec") -> dict[str, list[str | No
                 f"strategies allow at most one {job} task. Use one, or name the others 'worker'."
             )
     _check_duplicates(jobs, source)
+    _check_local_task_count(jobs, source)
     return jobs
 
 
@@ -216,12 +306,31 @@ def _tasks_of(job: str, tasks, source: str) -> list[str | None]:
         raise ClusterConfigError(
             f"{exc} In {source}, give a job a number of tasks or a list of 'host:port' addresses."
         ) from None
-    if count > MAX_COUNT:
-        raise ClusterConfigError(
-            f"job {job!r} in {source} asks for {count} tasks on this machine; at most "
-            f"{MAX_COUNT} are allowed (each TensorFlow server takes ~0.75 GB of memory)."
-        )
+    if count > MAX_COUNT:  # before the list is built: {"worker": 10**12} must not take memory
+        _refuse_local_tasks(count, source)
     return [None] * count
+
+
+def _check_local_task_count(jobs: Mapping[str, list[str | None]], source: str) -> None:
+    """One limit for counts and addresses: at most :data:`MAX_COUNT` tasks on this machine."""
+    local = sum(
+        1
+        for addresses in jobs.values()
+        for address in addresses
+        if address is None or is_local_host(split_address(address)[0])
+    )
+    if local > MAX_COUNT:
+        _refuse_local_tasks(local, source)
+
+
+def _refuse_local_tasks(count: int, source: str) -> None:
+    raise ClusterConfigError(
+        f"{source} asks for {count} tasks on this machine; at most {MAX_COUNT} are allowed "
+        "(the course's limit, far above what its notebooks start; an idle server takes ~44 MB of "
+        "its own when forked, as LocalCluster does, but ~0.75 GB when it imports TensorFlow "
+        "itself, with start_method='spawn' or python -m dtf.server). Use fewer tasks, or "
+        "give the others addresses on other hosts."
+    )
 
 
 def split_address(address, task: Task | str = "") -> tuple[str, int]:
