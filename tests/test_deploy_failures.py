@@ -124,3 +124,54 @@ def test_a_record_edited_by_hand_never_reaches_outside_out(tmp_path, capsys):
     assert deploy.main([str(POST), "--out", str(out), "--exclude", "host"]) == 0
     capsys.readouterr()
     assert outside.read_text() == "keep" and (out / "tf_config").is_dir()
+
+
+# --------------------------------------------------------------------------- one line, exit 2
+
+
+def test_an_unbalanced_quote_in_the_command_is_one_line(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = [POST, "--out", out, "--exclude", "host", "--command", 'python train.py --msg "hi']
+    _refused(capsys, argv, "No closing quotation): close the quote")
+    assert not out.exists()  # refused before anything is written
+    with pytest.raises(ClusterConfigError, match="cannot be split"):
+        deploy.tfjob({"worker": 1}, command="python 'x")
+
+
+def test_out_naming_a_file_is_one_line(tmp_path, capsys):
+    afile = tmp_path / "deploy.txt"
+    afile.write_text("mine")
+    _refused(capsys, [POST, "--out", afile], "is a file, not a folder: name a folder")
+    _refused(capsys, [POST, "--out", afile / "sub"], "Not a directory: choose another --out")
+    assert afile.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        '{"worker": ["h\u00e9te:2222"]}'.encode("latin-1"),
+        '{"worker": ["127.0.0.1:2222"]}'.encode("utf-16"),  # PowerShell 5's '>'
+    ],
+    ids=["latin-1", "utf-16"],
+)
+def test_a_cluster_file_that_is_not_utf8_is_one_line(tmp_path, capsys, data):
+    bad = tmp_path / "cluster.json"
+    bad.write_bytes(data)
+    line = _refused(capsys, [bad, "--out", tmp_path / "out"], "cluster.json")
+    assert "UTF-8" in line or "utf-8" in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_kubernetes_arguments_are_refused_before_any_file(tmp_path, capsys):
+    out = tmp_path / "out"
+    _refused(capsys, [POST, "--out", out, "--name", "Bad_Name"], "is not valid")
+    _refused(capsys, [POST, "--out", out, "--gpus", "99"], "gpus 99")
+    assert not out.exists()
+
+
+def test_check_with_no_manifest_to_check_is_no_success(tmp_path, capsys):
+    # The post's file keeps its client job 'host': neither manifest can be written, so
+    # "manifests valid" would be a lie.
+    line = _refused(capsys, [POST, "--out", tmp_path / "out", "--check"], "no manifest to check")
+    assert "exclude='host'" in line
+    assert not (tmp_path / "out").exists()

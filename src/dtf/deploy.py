@@ -230,7 +230,13 @@ def _k8s_job_name(job: str) -> str:
 def _command(command) -> list[str]:
     if command is None:
         return list(SERVER_COMMAND)
-    argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    try:
+        argv = shlex.split(command) if isinstance(command, str) else [str(a) for a in command]
+    except ValueError as exc:  # shlex: "No closing quotation", "No escaped character"
+        raise ClusterConfigError(
+            f"the container command {command!r} cannot be split into arguments ({exc}): "
+            "close the quote, or escape it (\\' or \\\")."
+        ) from None
     if not argv:
         raise ClusterConfigError("the container command is empty: give e.g. 'python train.py'.")
     return argv
@@ -669,9 +675,26 @@ def write(
 ) -> tuple[list[Path], list[str]]:
     """Write the deployment files of ``spec`` into ``out``; returns (paths written, one line
     for each part left out and why). ``check``: validate the manifests first."""
-    jobs = load(spec)  # every mistake of the file is one ClusterConfigError, here
+    try:
+        jobs = load(spec)  # every mistake of the file is one ClusterConfigError, here
+    except UnicodeDecodeError as exc:
+        raise ClusterConfigError(
+            f"cluster file {str(spec)!r} is not UTF-8 text ({exc.reason} at byte {exc.start}):"
+            " save it as UTF-8 (PowerShell: Set-Content -Encoding utf8)."
+        ) from None
     _check_not_empty(jobs, exclude)  # never an empty deployment
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(
+            f"--out {str(out)!r} is a file, not a folder: name a folder (it is created if "
+            "missing), e.g. --out build/deploy."
+        )
+    # Mistakes of the arguments fail here, before any file is written, whatever the spec.
+    check_name(name)
+    if namespace:
+        check_name(namespace)
+    _port(port)
+    _container(image, command, port, TFJOB_CONTAINER, TFJOB_PORT_NAME, gpus=gpus)
     written: list[Path] = []
     skipped: list[str] = []
     k8s_args = dict(
@@ -693,6 +716,9 @@ def write(
         manifests["kubernetes/indexed-jobs.yaml"] = indexed_jobs(spec, exclude=exclude, **k8s_args)
     except ClusterConfigError as exc:
         skipped.append(f"kubernetes/indexed-jobs.yaml: {exc}")
+    if check and not manifests:
+        # The first reason is enough to say what to change (usually both name the same job).
+        raise ManifestError(f"--check: no manifest to check, none can be written: {skipped[0]}")
     if check:
         for documents in manifests.values():
             for manifest in documents:
@@ -809,6 +835,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (ClusterConfigError, ManifestError) as exc:
         print(f"dtf.deploy: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # --out is a file, or a folder that cannot be written
+        if exc.errno is None:  # write's own message
+            print(f"dtf.deploy: {exc}", file=sys.stderr)
+        else:
+            print(
+                f"dtf.deploy: cannot write {str(exc.filename or args.out)!r}: {exc.strerror}: "
+                "choose another --out folder.",
+                file=sys.stderr,
+            )
         return 2
     for path in written:
         print(f"wrote {path}")
