@@ -35,7 +35,7 @@ import importlib
 import pkgutil
 import re
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +64,7 @@ __all__ = [
     "expected_got",
     "known_labs",
     "placement_table",
+    "reason_key",
     "reset",
     "short",
     "summary",
@@ -549,6 +550,18 @@ def expect_close(
 
 
 # --------------------------------------------------------------------------- devices
+
+
+def reason_key(reason: str, reasons: Mapping[str, str], where: str = "") -> str:
+    """A learner's reason, trimmed and lower-cased, that must be a key of ``reasons`` (a lab's
+    ``REASONS``); else :class:`Wrong` (``where``, e.g. ``"for call 2: "``, starts its text)."""
+    key = reason.strip().lower()
+    if key not in reasons:
+        raise Wrong(
+            f"{where}{key!r} is not one of the reasons",
+            f"choose a key of REASONS: {', '.join(reasons)}",
+        )
+    return key
 
 
 def device_names(setup_or_names: Any) -> list[str]:

@@ -28,6 +28,7 @@ from dtf.checks.core import (
     expect_close,
     expected_got,
     placement_table,
+    reason_key,
     short,
     task,
 )
@@ -493,13 +494,7 @@ def _diagnosis(got: Any) -> tuple[str, str]:
             f"expected two strings (op type, reason), got {short(got)}",
             "e.g. ('Sum', 'no-kernel')",
         )
-    reason = reason.strip().lower()
-    if reason not in REASONS:
-        raise Wrong(
-            f"{reason!r} is not one of the reasons",
-            f"choose a key of REASONS: {', '.join(REASONS)}",
-        )
-    return op_type.strip(), reason
+    return op_type.strip(), reason_key(reason, REASONS)
 
 
 @task(LAB, 4)

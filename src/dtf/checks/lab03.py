@@ -32,6 +32,7 @@ from dtf.checks.core import (
     expect_close,
     expected_got,
     placement_table,
+    reason_key,
     short,
     task,
 )
@@ -551,13 +552,7 @@ def _prediction(number: int, value: Any) -> tuple[str, str] | None:
             f"for call {number}: expected (exception type, reason), got {short(value)}",
             "name the type as ValueError or 'ValueError', and the reason by its key in REASONS",
         )
-    reason = reason.strip().lower()
-    if reason not in REASONS:
-        raise Wrong(
-            f"for call {number}: {reason!r} is not one of the reasons",
-            f"choose a key of REASONS: {', '.join(REASONS)}",
-        )
-    return kind.strip(), reason
+    return kind.strip(), reason_key(reason, REASONS, f"for call {number}: ")
 
 
 def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
