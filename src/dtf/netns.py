@@ -103,6 +103,8 @@ from pathlib import Path
 
 import psutil
 
+from dtf.cluster import deadline, exposure
+
 #: Every namespace this module makes is called ``dtf-<tag>-<host>``.
 NS_PREFIX = "dtf-"
 #: Interface names: ``dtfb<tag>`` (bridge) and ``dtfv<tag>x<i>`` (root end of host i's cable).
@@ -777,6 +779,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
         if "host" in spec:  # notebook 13's client program: the post's ops on every worker
             print(f"{client} -m dtf.netns_programs.post_client '{json.dumps(spec)}'")
+        hint = deadline.client_hint(spec)  # what a client must do not to wait forever
+        if hint:
+            print(hint)
+        exposure.warn_exposed(  # once (issue 19): the bridge reaches them, other machines not
+            [args.port], "python -m dtf.netns up", 2, exposure.BRIDGE_REACH
+        )
         tag = "" if args.tag == CLI_TAG else f" --tag {args.tag}"
         print(f"remove them with: python -m dtf.netns down{tag}")
         return 0

@@ -93,7 +93,9 @@ TensorFlow import 2.2); ``spawn`` 1 task 2.2, 4 tasks 5.0. ``tests/test_cluster.
 these times on every run.
 """
 
+from dtf.cluster.deadline import TaskTimeoutError, run_with_deadline
 from dtf.cluster.env import GRPC_ENV, GRPC_OPTIONS, apply_grpc_options, grpc_options_value
+from dtf.cluster.exposure import ExposureWarning, private_cluster
 from dtf.cluster.local import (
     DEFAULT_START_METHOD,
     READY_TIMEOUT_S,
@@ -126,11 +128,13 @@ __all__ = [
     "START_METHODS",
     "ClusterConfigError",
     "ClusterError",
+    "ExposureWarning",
     "LocalCluster",
     "PortInUseError",
     "ReadyTimeoutError",
     "Task",
     "TaskFailedError",
+    "TaskTimeoutError",
     "answering",
     "answers",
     "apply_grpc_options",
@@ -140,6 +144,8 @@ __all__ = [
     "is_local_host",
     "load",
     "port_in_use",
+    "private_cluster",
+    "run_with_deadline",
     "strategy_jobs",
     "tf_config",
 ]
