@@ -783,7 +783,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if hint:
             print(hint)
         exposure.warn_exposed(  # once (issue 19): the bridge reaches them, other machines not
-            [args.port], "python -m dtf.netns up", 2, exposure.BRIDGE_REACH
+            [args.port], "python -m dtf.netns up", reach=exposure.BRIDGE_REACH
         )
         tag = "" if args.tag == CLI_TAG else f" --tag {args.tag}"
         print(f"remove them with: python -m dtf.netns down{tag}")

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import sys
 import threading
 import warnings
 from collections.abc import Iterable
@@ -42,6 +43,7 @@ _SHOWN_PORTS = 8
 #: ``iptables -m multiport`` takes at most 15 ports per rule.
 _MULTIPORT_MAX = 15
 _warned = False
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _lock = threading.Lock()
 
 
@@ -79,10 +81,11 @@ def exposure_message(
 
 
 def warn_exposed(
-    ports: Iterable[int], where: str = "LocalCluster.start()", stacklevel=3, reach: str = ANYONE
+    ports: Iterable[int], where: str = "LocalCluster.start()", stacklevel=None, reach: str = ANYONE
 ) -> bool:
     """Warn (:class:`ExposureWarning`) that servers listen on ``ports`` of every interface;
-    once per process: returns whether it warned now."""
+    once per process: returns whether it warned now. The warning points at the first caller
+    outside the ``dtf`` package unless ``stacklevel`` says otherwise."""
     global _warned
     ports = [int(p) for p in ports]
     if not ports:
@@ -91,6 +94,10 @@ def warn_exposed(
         if _warned:
             return False
         _warned = True
+    if stacklevel is None:
+        stacklevel, frame = 2, sys._getframe(1)
+        while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            stacklevel, frame = stacklevel + 1, frame.f_back
     warnings.warn(exposure_message(ports, where, reach), ExposureWarning, stacklevel=stacklevel)
     return True
 
