@@ -5,6 +5,7 @@ The resolver runs need the package index (uv caches it): about 15-30 s for the w
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -51,6 +52,18 @@ def test_every_platform_and_python_the_readme_names_resolves(results):
             assert wheel == "tensorflow 2.21.0", r
     for platform in cp.PLATFORMS:
         assert f"| {platform.label} |" in README, f"README's table lacks {platform.label}"
+
+
+@pytest.mark.slow
+def test_jax_resolves_with_tensorflow_on_every_supported_row(results):
+    """Notebook 15's JAX, pinned in requirements-common.txt, installs beside TensorFlow on
+    every supported platform and Python, at the pinned version (jaxlib the same)."""
+    common = (ROOT / "requirements-common.txt").read_text(encoding="utf-8")
+    pinned = dict(re.findall(r"^(jax|jaxlib)==(\S+)$", common, re.MULTILINE))
+    assert pinned.get("jax") and pinned.get("jaxlib") == pinned["jax"], pinned
+    for r in results:
+        if not r.combo.reason:
+            assert r.outcome == "resolves" and f"jax {pinned['jax']}" in r.detail, r
 
 
 @pytest.mark.slow

@@ -107,7 +107,7 @@ class Combo:
 class Result:
     combo: Combo
     outcome: str  # "resolves", "no solution" or "error"
-    detail: str  # the TensorFlow and Keras versions picked, or the resolver's reason
+    detail: str  # the TensorFlow, Keras and JAX versions picked, or the resolver's reason
     seconds: float
 
     @property
@@ -227,7 +227,9 @@ def resolve(combo: Combo, uv: str, root: Path = ROOT, timeout: float = 120) -> R
     if proc.returncode == 0:
         pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", proc.stdout, re.MULTILINE))
         tf = [f"{name} {pins[name]}" for name in ("tensorflow-cpu", "tensorflow") if name in pins]
-        picked = tf + ([f"keras {pins['keras']}"] if "keras" in pins else [])
+        # And the Keras and JAX (notebook 15) they come with. jax is pinned for every platform,
+        # so one without its wheels fails to resolve; the row names the version it gets.
+        picked = tf + [f"{name} {pins[name]}" for name in ("keras", "jax") if name in pins]
         return Result(combo, "resolves", ", ".join(picked) or "no TensorFlow", seconds)
     if "No solution found" in proc.stderr:
         return Result(combo, "no solution", _reason(proc.stderr), seconds)
