@@ -45,8 +45,8 @@ from dtf.cluster import (
 )
 from dtf.cluster import env as cluster_env
 from dtf.cluster import local as cluster_local
+from dtf.cluster.server import DELAY_ENV, parse_ready_line, ready_line
 from dtf.cluster.spec import MAX_COUNT, all_tasks, parse_task, select_tasks, split_address
-from dtf.server import DELAY_ENV, parse_ready_line, ready_line
 
 from .conftest import QUIET_ENV, ROOT
 from .tf_validation import DISALLOWED, tensorflow_verdicts

@@ -20,8 +20,7 @@ import time
 
 import pytest
 
-from dtf import server
-from dtf.cluster import free_ports, port_in_use
+from dtf.cluster import free_ports, port_in_use, server
 
 from .conftest import QUIET_ENV, ROOT
 
@@ -112,6 +111,24 @@ def test_refused_command_lines_do_not_import_tensorflow():
     assert out.stdout.split() == ["2", "False"], out.stderr
 
 
+def test_the_command_is_a_shim_over_the_cluster_module():
+    """``python -m dtf.server`` stays the documented command, and the names notebooks import
+    from ``dtf.server`` are those of :mod:`dtf.cluster.server` (one module, no copy)."""
+    import dtf.server as shim
+
+    assert shim.main is server.main and shim.import_tensorflow is server.import_tensorflow
+    assert all(getattr(shim, name) is getattr(server, name) for name in server.__all__)
+    out = subprocess.run(
+        [sys.executable, "-m", "dtf.server", "--job", "worker"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=60,
+    )
+    assert out.returncode == server.EXIT_USAGE, out.stderr
+    assert out.stderr.startswith("usage: python -m dtf.server"), out.stderr
+
+
 def test_a_port_in_use_exits_3_and_names_the_task():
     (port,) = free_ports(1)
     with socket.socket() as holder:
@@ -125,7 +142,7 @@ def test_a_port_in_use_exits_3_and_names_the_task():
 
 BIND_RACE = r"""
 import socket, sys
-from dtf import server
+from dtf.cluster import server
 from dtf.cluster import PortInUseError, Task
 port = int(sys.argv[1])
 holder = socket.socket(); holder.bind(("127.0.0.1", port)); holder.listen()

@@ -7,7 +7,6 @@ import json
 import numbers
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,8 +18,10 @@ from pathlib import Path
 
 import psutil
 
+from dtf import supervise
 from dtf._jsonlines import read_events
 from dtf.cluster import env as cluster_env
+from dtf.cluster import exposure, server
 from dtf.cluster._launcher import STOP_GRACE_S as _LAUNCHER_GRACE_S
 from dtf.cluster.spec import (
     DEFAULT_HOST,
@@ -38,6 +39,8 @@ from dtf.cluster.spec import (
     split_address,
     tf_config,
 )
+from dtf.supervise import EXIT_WAIT_S as _EXIT_WAIT_S
+from dtf.supervise import describe_returncode, log_tail
 
 POSIX = os.name == "posix"
 START_METHODS = ("fork", "spawn")
@@ -50,9 +53,7 @@ STOP_GRACE_S = 3.0
 #: Starts tried when a server finds a port picked for it already taken (a race with another
 #: process between picking the port and binding it).
 PORT_ATTEMPTS = 3
-_LOG_TAIL_LINES = 12
 _TICK_S = 0.05
-_EXIT_WAIT_S = 5.0
 _LOG_PREFIX = "dtf-cluster-"
 
 
@@ -70,30 +71,6 @@ class ReadyTimeoutError(ClusterError):
     def __init__(self, tasks: list[Task], message: str):
         self.tasks = tasks
         super().__init__(message)
-
-
-def describe_returncode(returncode: int) -> str:
-    """``"exited with code 1"`` or ``"was killed by signal SIGKILL"`` (negative codes)."""
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = str(-returncode)
-        return f"was killed by signal {name}"
-    return f"exited with code {returncode}"
-
-
-def _log_tail(path: Path | None, lines: int = _LOG_TAIL_LINES) -> str:
-    if path is None or not path.is_file():
-        return ""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return ""
-    kept = [ln for ln in text.splitlines() if ln.strip()][-lines:]
-    if not kept:
-        return ""
-    return f"\nLast lines of its log ({path}):\n" + "\n".join("    " + ln for ln in kept)
 
 
 @dataclass
@@ -250,7 +227,6 @@ class LocalCluster:
         self._launcher_reader: threading.Thread | None = None
         self._launcher_loaded: float | None = None
         self._log_dir: Path | None = None
-        self._files: list = []
         self._phase = "new"
         self._seq = 0
         self.startup_s: float | None = None
@@ -279,6 +255,7 @@ class LocalCluster:
             )
         self._phase = "starting"
         atexit.register(self.stop)
+        cluster_env.apply_grpc_options()  # keepalive for this process's clients too (issue 19)
         began = time.monotonic()
         deadline = began + self.ready_timeout
         try:
@@ -306,6 +283,13 @@ class LocalCluster:
                     self._stop_tasks(self.started_tasks)  # a race for a picked port: again
             self.startup_s = time.monotonic() - began
             self._phase = "running"
+            exposure.warn_exposed(  # once per process; prefixed tasks run elsewhere (issue 19)
+                [
+                    self.address(t).rsplit(":", 1)[1]
+                    for t in self.started_tasks
+                    if t not in self._prefix
+                ]
+            )
             return self
         except BaseException:
             self.stop()
@@ -322,9 +306,6 @@ class LocalCluster:
                 self._stop_launcher()
             self._stop_tasks(list(self._states))
         finally:
-            for handle in self._files:
-                handle.close()
-            self._files.clear()
             if self._log_dir is not None and self._user_log_dir is None:
                 shutil.rmtree(self._log_dir, ignore_errors=True)
             self._phase = "stopped"
@@ -514,31 +495,11 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ internals: processes
 
-    def _open_log(self, name: str):
-        handle = open(self._log_dir / name, "ab")  # noqa: SIM115 - closed by stop()
-        self._files.append(handle)
-        return handle
-
-    def _popen(self, args: list[str], stderr) -> subprocess.Popen:
-        kwargs = (
-            {"start_new_session": True}
-            if POSIX
-            else {
-                "creationflags": subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined]
-            }
-        )
-        return subprocess.Popen(
-            args,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=cluster_env.server_env(),
-            **kwargs,
-        )
-
     def _start_launcher(self, deadline: float) -> None:
-        self._launcher = self._popen(
-            [sys.executable, "-m", "dtf.cluster._launcher"], self._open_log("launcher.log")
+        self._launcher = supervise.start(
+            [sys.executable, "-m", "dtf.cluster._launcher"],
+            self._log_dir / "launcher.log",
+            cluster_env.server_env(),
         )
         self._launcher_reader = threading.Thread(
             target=self._read_launcher,
@@ -547,23 +508,26 @@ class LocalCluster:
             name="dtf-cluster-launcher",
         )
         self._launcher_reader.start()
+        launcher = self._launcher
+
+        def check() -> None:
+            if launcher.poll() is not None:
+                raise ClusterError(
+                    f"the cluster launcher {describe_returncode(launcher.returncode)} while "
+                    f"importing TensorFlow.{log_tail(self._log_dir / 'launcher.log')}"
+                )
+
         with self._cond:
-            while self._launcher_loaded is None:
-                if self._launcher.poll() is not None:
-                    raise ClusterError(
-                        "the cluster launcher "
-                        f"{describe_returncode(self._launcher.returncode)} while importing "
-                        f"TensorFlow.{_log_tail(self._log_dir / 'launcher.log')}"
-                    )
-                if time.monotonic() >= deadline:
-                    raise ReadyTimeoutError(
-                        list(self.started_tasks),
-                        f"no task is ready after {self.ready_timeout} s: the launcher was still "
-                        "importing TensorFlow (tasks "
-                        f"{', '.join(map(str, self.started_tasks))}). A busy machine imports "
-                        "TensorFlow slowly: give a larger ready_timeout.",
-                    )
-                self._cond.wait(_TICK_S)
+            if not supervise.wait_until(
+                self._cond, lambda: self._launcher_loaded is not None, deadline, check
+            ):
+                raise ReadyTimeoutError(
+                    list(self.started_tasks),
+                    f"no task is ready after {self.ready_timeout} s: the launcher was still "
+                    "importing TensorFlow (tasks "
+                    f"{', '.join(map(str, self.started_tasks))}). A busy machine imports "
+                    "TensorFlow slowly: give a larger ready_timeout.",
+                )
         self.import_s = self._launcher_loaded
 
     def _start_task(self, task: Task) -> None:
@@ -604,7 +568,7 @@ class LocalCluster:
             str(task.index),
             "--exit-on-stdin-eof",
         ]
-        state.popen = self._popen(args, self._open_log(log.name))
+        state.popen = supervise.start(args, log, cluster_env.server_env())
         state.pid = state.popen.pid
         try:
             state.process = psutil.Process(state.pid)
@@ -646,15 +610,11 @@ class LocalCluster:
 
     def _read_server(self, state: _TaskState, stream) -> None:
         for raw in stream:
-            ready = _parse_ready(raw)
+            ready = server.parse_ready_line(raw.decode("utf-8", "replace"))
             if ready and ready["task"] == state.task:
                 with self._cond:
                     state.ready_at = time.monotonic()
                     self._cond.notify_all()
-
-    def _poll(self) -> None:
-        with self._cond:
-            self._poll_locked()
 
     def _poll_locked(self) -> None:
         for state in self._states.values():
@@ -662,12 +622,12 @@ class LocalCluster:
                 code = state.popen.poll()
                 if code is not None:
                     state.returncode = code
-                    if code == _server().EXIT_PORT_IN_USE:
+                    if code == server.EXIT_PORT_IN_USE:
                         state.error_kind = "port"
         if self._launcher is not None and self._launcher.poll() is not None:
             message = (
                 f"the cluster launcher {describe_returncode(self._launcher.returncode)}, and its "
-                f"servers with it{_log_tail(self._log_dir / 'launcher.log')}"
+                f"servers with it{log_tail(self._log_dir / 'launcher.log')}"
                 if self._log_dir
                 else "the cluster launcher is gone"
             )
@@ -718,7 +678,7 @@ class LocalCluster:
             status = "is gone"
         detail = f": {state.error}" if state.error and state.error_kind != "launcher" else ""
         pid = f" (pid {state.pid})" if state.pid else ""
-        return f"task {state.task} {what}: its server{pid} {status}{detail}.{_log_tail(state.log)}"
+        return f"task {state.task} {what}: its server{pid} {status}{detail}.{log_tail(state.log)}"
 
     def _wait_ready(self, tasks: list[Task], deadline: float) -> None:
         with self._cond:
@@ -746,7 +706,7 @@ class LocalCluster:
                         f"{self.ready_timeout} s (ready: "
                         f"{', '.join(map(str, ready)) or 'none'}). A busy machine imports "
                         "TensorFlow slowly: give a larger ready_timeout."
-                        f"{_log_tail(state.log)}",
+                        f"{log_tail(state.log)}",
                     )
                 self._cond.wait(_TICK_S)
 
@@ -758,29 +718,12 @@ class LocalCluster:
                     state.popen.stdin.close()  # the server's lifeline: it exits by itself
                 except OSError:
                     pass
-        processes = []
-        for state in states:
-            if state.process is not None and state.returncode is None:
-                try:
-                    state.process.terminate()
-                    processes.append(state.process)
-                except psutil.NoSuchProcess:
-                    pass
         # psutil reaps the servers that are this process's children, so their Popen sees
         # no exit status any more: keep the one psutil got (negative: the signal).
-        codes: dict[int, int] = {}
-
-        def note(process: psutil.Process) -> None:
-            if getattr(process, "returncode", None) is not None:
-                codes[process.pid] = process.returncode
-
-        _, alive = psutil.wait_procs(processes, timeout=self.stop_grace, callback=note)
-        for process in alive:
-            try:
-                process.kill()
-            except psutil.NoSuchProcess:
-                pass
-        psutil.wait_procs(alive, timeout=_EXIT_WAIT_S, callback=note)
+        codes = supervise.stop_processes(
+            [s.process for s in states if s.process is not None and s.returncode is None],
+            self.stop_grace,
+        )
         deadline = time.monotonic() + _EXIT_WAIT_S
         with self._cond:
             for state in states:
@@ -807,25 +750,8 @@ class LocalCluster:
     def _stop_launcher(self) -> None:
         launcher = self._launcher
         assert launcher is not None
-        try:
-            if launcher.stdin is not None:
-                launcher.stdin.close()  # end of file: the launcher stops its servers and exits
-        except OSError:
-            pass
-        try:
-            launcher.wait(self.stop_grace + 2 * _LAUNCHER_GRACE_S)
-        except subprocess.TimeoutExpired:
-            try:
-                if POSIX:
-                    os.killpg(launcher.pid, signal.SIGKILL)  # its session: it and its servers
-                else:
-                    launcher.kill()
-            except (ProcessLookupError, PermissionError):
-                pass
-            try:
-                launcher.wait(_EXIT_WAIT_S)
-            except subprocess.TimeoutExpired:
-                pass
+        # End of file: the launcher stops its servers and exits; if not, its session is killed.
+        supervise.stop_child(launcher, self.stop_grace + 2 * _LAUNCHER_GRACE_S)
         if self._launcher_reader is not None:
             self._launcher_reader.join(1.0)
         if launcher.stdout is not None:
@@ -923,14 +849,3 @@ def _positive_seconds(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
         raise ClusterConfigError(f"{name} must be a number of seconds > 0, got {value!r}.")
     return float(value)
-
-
-def _server():
-    # dtf.server imports dtf.cluster: import it when first needed, not at import time.
-    from dtf import server
-
-    return server
-
-
-def _parse_ready(raw: bytes):
-    return _server().parse_ready_line(raw.decode("utf-8", "replace"))
