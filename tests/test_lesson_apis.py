@@ -11,8 +11,25 @@ from tests.conftest import ROOT
 
 #: Per tutorial, the APIs its lesson is about; each must appear in a code cell (not only in prose).
 LESSON_APIS = {
-    "03_manual_placement_and_towers": ["tf.device(", "tf.GradientTape()", "tf.add_n(", "tf.split("],
+    "02b_soft_placement_and_tf1": [
+        "tf.config.set_soft_device_placement(",
+        "tf.DeviceSpec.from_string(",
+        "tf.compat.v1.ConfigProto(",
+    ],
+    "03_manual_placement_and_towers": ["tf.device(", "tf.add_n(", "tf.Variable("],
+    "03b_towers_by_hand": ["tf.device(", "tf.GradientTape()", "tf.add_n(", "tf.split("],
     "04_model_data_pipeline_parallelism": ["tf.GradientTape(", "output_gradients=", "tf.device("],
+    "04b_pipeline_and_data_parallelism": [
+        "tf.split(",
+        "tf.add_n(",
+        "tf.GradientTape(",
+        "tf.device(",
+    ],
+    "04c_parallelism_side_by_side": [
+        "make_data_parallel_step(",
+        "make_pipeline_step(",
+        "parameter_bytes(",
+    ],
     "06_local_server": [
         "tf.train.ClusterSpec(",
         "tf.distribute.Server(",
@@ -21,8 +38,24 @@ LESSON_APIS = {
     ],
     "07_remote_servers": ["tf.train.ClusterSpec(", "tf.distribute.Server(", "tf.device("],
     "08_parameter_servers_sync_async": ["ParameterServerStrategy(", "ClusterCoordinator("],
+    "08b_parameter_server_failures": [
+        "ParameterServerStrategy(",
+        "ClusterCoordinator(",
+        "tf.train.CheckpointManager(",
+    ],
     "09_mirrored_strategy_keras": ["tf.distribute.MirroredStrategy(", "strategy.scope()", ".fit("],
+    "09b_mirrored_strategy_under_the_hood": [
+        ".value.values",
+        "get_replica_context()",
+        "all_reduce(",
+        "tf.distribute.MirroredStrategy(",
+    ],
     "10_mirrored_strategy_custom_loop": ["strategy.run(", "tf.nn.compute_average_loss("],
+    "10b_towers_equal_mirrored_and_checkpoints": [
+        "strategy.run(",
+        "tf.train.Checkpoint(",
+        "assert_consumed()",
+    ],
     "11_multi_worker_and_fault_tolerance": [
         "tf.distribute.MultiWorkerMirroredStrategy(",
         "tf.train.CheckpointManager(",
@@ -36,7 +69,13 @@ LESSON_APIS = {
         "input_context.",
         "experimental_distribute_dataset(",
     ],
-    "13_hosts_on_one_machine": ["tf.device(", "tf.distribute.Server(", "TF_GRPC_DEFAULT_OPTIONS"],
+    "13_hosts_on_one_machine": ["tf.train.ClusterSpec(", "tf.distribute.Server(", "tf.device("],
+    "13b_cut_cable": [
+        "TF_GRPC_DEFAULT_OPTIONS",
+        "grpc.keepalive_time_ms",
+        "RunOptions(timeout_in_ms=",
+    ],
+    "13c_open_door_and_deployment": ["tf.io.read_file(", "tf.compat.v1.Session(", "device_filters"],
 }
 
 

@@ -261,7 +261,7 @@ def check_12_mixed_precision(nb):
 
 
 def check_09_epoch_time(nb):
-    """09, section 4: the verdict (slower, faster, tie) follows from the printed ratio, the ratio
+    """09b, section 4: the verdict (slower, faster, tie) follows from the printed ratio, the ratio
     from the table, and the text reads the verdict; a first epoch of the strategy that beat one
     device's is explained, not passed over."""
     out = text_of(cell(nb, "09-20"))
@@ -279,7 +279,7 @@ def check_09_epoch_time(nb):
 
 
 def check_10_step_time(nb):
-    """10, section 5: which way was faster is printed from the ratio, and the text reads it."""
+    """10b, section 5: which way was faster is printed from the ratio, and the text reads it."""
     out = text_of(cell(nb, "10-22"))
     ratio = float(lines_matching(out, r"median step time: ([\d.]+)")[0].group(1))
     verdicts = ("the towers were faster", "MirroredStrategy was faster", "a tie")
@@ -290,7 +290,7 @@ def check_10_step_time(nb):
 
 
 def check_10_bitwise(nb):
-    """10, section 5: with one or two devices the towers and MirroredStrategy are equal to the
+    """10b, section 5: with one or two devices the towers and MirroredStrategy are equal to the
     last bit, step by step and over the whole run, as the text says (the cells assert it)."""
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     devices = parameter(nb, params.get("id"), "NUM_DEVICES")
@@ -313,7 +313,7 @@ def check_08_staleness(nb):
 
 
 def check_08_killed_worker(nb):
-    """08, section 6: 'the killed one stopped early': one worker ran far fewer of the steps
+    """08b, section 2: 'the killed one stopped early': one worker ran far fewer of the steps
     scheduled around the kill than an even share; '(a step ran twice)' only with extra updates."""
     params = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
     steps, workers = (parameter(nb, params.get("id"), n) for n in ("FAILURE_STEPS", "NUM_WORKERS"))
@@ -359,11 +359,11 @@ CLAIMS = {
     "12 pipeline enough or not": ("12", check_12_pipeline),
     "12 all-reduce time is copying or not": ("12", check_12_copying),
     "12 mixed precision and all-reduce bytes": ("12", check_12_mixed_precision),
-    "09 MirroredStrategy slower, tie or faster": ("09", check_09_epoch_time),
-    "10 towers or MirroredStrategy faster": ("10", check_10_step_time),
-    "10 towers equal MirroredStrategy to the bit": ("10", check_10_bitwise),
+    "09b MirroredStrategy slower, tie or faster": ("09b", check_09_epoch_time),
+    "10b towers or MirroredStrategy faster": ("10b", check_10_step_time),
+    "10b towers equal MirroredStrategy to the bit": ("10b", check_10_bitwise),
     "08 most updates stale or not": ("08", check_08_staleness),
-    "08 the killed worker stopped early": ("08", check_08_killed_worker),
+    "08b the killed worker stopped early": ("08b", check_08_killed_worker),
     "14 chief hung or exited, final step >= STEPS": ("14", check_14_sync_replicas),
     "05 activation memory one to two times": ("05", check_05_activation_memory),
 }
@@ -403,7 +403,7 @@ def test_a_verdict_that_contradicts_its_number_fails():
     old, new = _flip(out, [("little overlap", "the two chains overlapped")])
     with pytest.raises(AssertionError):
         check_12_chains(_doctor(nb, "12-17", old, new))
-    nb = load("09")
+    nb = load("09b")
     out = text_of(cell(nb, "09-20"))
     old, new = _flip(out, [("slower (", "faster ("), ("a tie, within", "slower (")])
     with pytest.raises(AssertionError):
