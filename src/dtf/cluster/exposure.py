@@ -69,14 +69,14 @@ def exposure_message(
     shown = ", ".join(map(str, ports[:_SHOWN_PORTS])) + (", ..." if len(ports) > 8 else "")
     return (
         f"{where}: the TensorFlow server{'s' if len(ports) > 1 else ''} on port"
-        f"{'s' if len(ports) > 1 else ''} {shown} listen on every interface (0.0.0.0), "
+        f"{'s' if len(ports) > 1 else ''} {shown} listen on every interface (0.0.0.0 or ::), "
         "whatever host the spec names, and run any graph sent to them, unauthenticated: "
         f"{reach}. Keep a firewall that admits "
         "only the cluster's machines (dtf.cluster.exposure.firewall_rules(ports) prints the "
         "rules), or on Linux as root start the cluster with "
-        "dtf.cluster.exposure.private_cluster(spec), which only this machine can reach. "
+        "dtf.cluster.private_cluster(spec), which only this machine can reach. "
         'Silence this warning with warnings.filterwarnings("ignore", '
-        "category=dtf.cluster.exposure.ExposureWarning)."
+        "category=dtf.cluster.ExposureWarning)."
     )
 
 
