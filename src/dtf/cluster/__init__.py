@@ -35,7 +35,11 @@ Addresses: loopback by default
     Counted tasks get ``127.0.0.1``. A TensorFlow server listens on *every* interface
     (``0.0.0.0``) whatever host the spec names, and runs any graph sent to it without
     authentication (TensorFlow's ``SECURITY.md``): keep clusters on loopback on a laptop, and
-    on a real network let a firewall admit only the cluster's machines. A ``LocalCluster``
+    on a real network let a firewall admit only the cluster's machines. :meth:`LocalCluster.start`
+    says so once per process with an :class:`ExposureWarning`; :func:`private_cluster` (Linux,
+    root) keeps the servers in network namespaces that only this machine reaches, and
+    :func:`dtf.cluster.exposure.firewall_rules` gives the firewall rule
+    (:mod:`dtf.cluster.exposure`). A ``LocalCluster``
     starts only tasks whose host is this machine; tasks on other machines are started there
     with the command-line server, ``python -m dtf.server`` (:mod:`dtf.server`), and excluded
     here. ``command_prefix={"worker/0": ["ip", "netns", "exec", "ns0"], ...}`` starts a task's
@@ -85,7 +89,10 @@ Nothing hangs
     (:func:`answers` does the same for any address, remote ones too). A client that calls a
     task that stopped answering gets ``UnavailableError`` after ~3 s thanks to the gRPC
     keepalive defaults (:mod:`dtf.cluster.env`), which every server gets and a client gets from
-    :func:`apply_grpc_options`, called before it connects.
+    :func:`apply_grpc_options`, called before it connects (:meth:`LocalCluster.start` calls it
+    too). Ctrl-C cannot end a call blocked in TensorFlow: :func:`run_with_deadline` waits for
+    a remote op at most N seconds and raises :class:`TaskTimeoutError` naming the task
+    (:mod:`dtf.cluster.deadline`).
 
 Measured on the course's reference machine (2 CPU cores, TensorFlow 2.21, other work running),
 seconds until every task is ready: ``fork`` 1 task 2.2, 4 tasks 2.4 (of which the one
