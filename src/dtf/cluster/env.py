@@ -5,7 +5,8 @@ arguments) once per process, when it creates its first gRPC channel: in a client
 ``tf.config.experimental_connect_to_cluster`` or ``tf.compat.v1.Session(target)``, in a server
 when it first talks to another task. Setting it after that changes nothing, so
 :func:`apply_grpc_options` must run before the client connects (importing TensorFlow before
-is fine).
+is fine). ``LocalCluster.start()`` calls it in the process that starts a cluster, so a client
+in that process that connects afterwards gets it without asking (``tests/test_deadlines.py``).
 
 Without keepalive, a remote call to a task that stops answering (a frozen process, a cut
 link) waits forever: the TCP connection looks healthy. :data:`GRPC_OPTIONS` makes the client
