@@ -62,12 +62,25 @@ LESSON_APIS = {
         "PreemptionCheckpointHandler(",
         "TF_CONFIG",
     ],
-    "11b_input_sharding": [
+    "11b_killed_and_hung_workers": [
+        "tf.train.latest_checkpoint(",
+        "tf.train.Checkpoint(",
+        "tf.train.load_variable(",
+    ],
+    "11c_preemption_and_keras_backup": [
+        "keras.callbacks.BackupAndRestore(",
+        "tf.distribute.MirroredStrategy(",
+        "signal.SIGTERM",
+    ],
+    "11d_input_sharding": [
         "tf.data.experimental.AutoShardPolicy",
         "auto_shard_policy =",
+        "experimental_distribute_dataset(",
+    ],
+    "11e_sharding_by_hand_and_pitfalls": [
         "distribute_datasets_from_function(",
         "input_context.",
-        "experimental_distribute_dataset(",
+        "tf.distribute.InputOptions(",
     ],
     "13_hosts_on_one_machine": ["tf.train.ClusterSpec(", "tf.distribute.Server(", "tf.device("],
     "13b_cut_cable": [

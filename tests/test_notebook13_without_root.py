@@ -1,4 +1,5 @@
-"""Notebook 13 runs from top to bottom without the capabilities network namespaces need.
+"""Notebook 13 (parts 13, 13b and 13c) runs from top to bottom without the capabilities network
+namespaces need.
 
 Its hosts are Linux network namespaces, which need root (precisely ``CAP_SYS_ADMIN`` and
 ``CAP_NET_ADMIN``). A learner without them must still be able to "Run all": every cell that
@@ -10,7 +11,7 @@ capabilities with ``setpriv`` (or ``capsh``) for the course's runner, ``python -
 tools.run_notebooks``, and everything it starts, then checks the report, the skip lines,
 that no cell stored an error, and that the outputs nbval compares (cells tagged
 ``nbval-check-output``) are the stored ones: the same on both paths. About 7 s on an idle
-machine (24 s beside other test runs).
+machine per part (24 s beside other test runs).
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ import pytest
 
 from tests.conftest import ROOT
 
-NOTEBOOK = ROOT / "notebooks" / "13_hosts_on_one_machine.ipynb"
+#: Each part of notebook 13, and how many of its cells need hosts (each must print the skip line).
+PARTS = {
+    "13_hosts_on_one_machine.ipynb": 7,
+    "13b_cut_cable.ipynb": 7,
+    "13c_open_door_and_deployment.ipynb": 3,
+}
 CAPS = ("sys_admin", "net_admin")
 CHECK_TAG = "nbval-check-output"
 
@@ -67,7 +73,9 @@ def _text(cell) -> str:
 
 
 @pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
-def test_notebook_13_runs_and_skips_cleanly_without_the_capabilities(tmp_path):
+@pytest.mark.parametrize("part", sorted(PARTS))
+def test_notebook_13_runs_and_skips_cleanly_without_the_capabilities(tmp_path, part):
+    notebook = ROOT / "notebooks" / part
     # What the notebook's processes will be told (and proof that the capabilities are gone).
     code = "from dtf import netns; print(netns.unavailable_reason()); print(netns.FULL_LESSON)"
     probe = dropping([sys.executable, "-c", code])
@@ -81,7 +89,7 @@ def test_notebook_13_runs_and_skips_cleanly_without_the_capabilities(tmp_path):
     assert "sudo .venv/bin/jupyter lab --allow-root" in lesson, lesson
 
     out, reports = tmp_path / "out", tmp_path / "reports"
-    runner = [sys.executable, "-m", "tools.run_notebooks", str(NOTEBOOK), "--timeout", "240"]
+    runner = [sys.executable, "-m", "tools.run_notebooks", str(notebook), "--timeout", "240"]
     runner += ["--output-dir", str(out), "--report-dir", str(reports)]
     done = subprocess.run(
         dropping(runner), capture_output=True, text=True, timeout=300, cwd=ROOT, env=_env()
@@ -90,14 +98,14 @@ def test_notebook_13_runs_and_skips_cleanly_without_the_capabilities(tmp_path):
     (row,) = report["results"]
     assert done.returncode == 0 and row["status"] == "passed", (row, done.stdout, done.stderr)
     assert not row["warnings"], row["warnings"]  # e.g. leftover processes the runner stopped
-    print(f"\nnotebook 13 without {', '.join(CAPS)}: {row['seconds']} s")
+    print(f"\n{part} without {', '.join(CAPS)}: {row['seconds']} s")
 
-    (executed_path,) = out.rglob(NOTEBOOK.name)
+    (executed_path,) = out.rglob(notebook.name)
     executed = nbformat.read(executed_path, as_version=4)
-    stored = nbformat.read(NOTEBOOK, as_version=4)
+    stored = nbformat.read(notebook, as_version=4)
     cells = [c for c in executed.cells if c.cell_type == "code"]
     needs_hosts = [c for c in cells if "can_run()" in c.source and "def can_run" not in c.source]
-    assert len(needs_hosts) >= 10
+    assert len(needs_hosts) >= PARTS[part]
     for cell in needs_hosts:  # every such cell: the skip line, and nothing else
         assert _text(cell) == skip_line + "\n", cell.source
     for cell in cells:
