@@ -67,14 +67,20 @@ def exposure_message(
     can reach them."""
     ports = sorted(set(ports))
     shown = ", ".join(map(str, ports[:_SHOWN_PORTS])) + (", ..." if len(ports) > 8 else "")
+    one = len(ports) == 1
+    advice = (
+        "Keep a firewall that admits only the cluster's machines "
+        "(dtf.cluster.exposure.firewall_rules(ports) prints the rules), or on Linux as root "
+        "start the cluster with dtf.cluster.private_cluster(spec), which only this machine "
+        "can reach. "
+        if reach == ANYONE
+        else ""
+    )
     return (
-        f"{where}: the TensorFlow server{'s' if len(ports) > 1 else ''} on port"
-        f"{'s' if len(ports) > 1 else ''} {shown} listen on every interface (0.0.0.0 or ::), "
-        "whatever host the spec names, and run any graph sent to them, unauthenticated: "
-        f"{reach}. Keep a firewall that admits "
-        "only the cluster's machines (dtf.cluster.exposure.firewall_rules(ports) prints the "
-        "rules), or on Linux as root start the cluster with "
-        "dtf.cluster.private_cluster(spec), which only this machine can reach. "
+        f"{where}: the TensorFlow server{'' if one else 's'} on port{'' if one else 's'} "
+        f"{shown} listen{'s' if one else ''} on every interface (0.0.0.0 or ::), whatever host "
+        f"the spec names, and run{'s' if one else ''} any graph sent to "
+        f"{'it' if one else 'them'}, unauthenticated: {reach}. {advice}"
         'Silence this warning with warnings.filterwarnings("ignore", '
         "category=dtf.cluster.ExposureWarning)."
     )
@@ -98,6 +104,8 @@ def warn_exposed(
         stacklevel, frame = 2, sys._getframe(1)
         while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
             stacklevel, frame = stacklevel + 1, frame.f_back
+        if frame is None or frame.f_code.co_filename.startswith("<"):  # python -m dtf...
+            stacklevel -= 1  # the command's own line, not runpy's
     warnings.warn(exposure_message(ports, where, reach), ExposureWarning, stacklevel=stacklevel)
     return True
 
