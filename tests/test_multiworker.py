@@ -32,6 +32,7 @@ from dtf.multiworker import (
     error_summary,
     hooks,
 )
+from dtf.multiworker import launcher as mw_launcher
 from dtf.multiworker import program as mw_program
 
 from .conftest import QUIET_ENV, ROOT
@@ -364,17 +365,114 @@ def test_waits_are_bounded_and_a_timed_out_run_is_stopped(launcher):
 
 
 @pytest.mark.slow
-def test_a_stuck_worker_ends_itself_at_its_deadline(launcher):
+def test_a_stuck_worker_ends_itself_and_its_peer_ends_by_the_deadline(launcher):
     config = TrainConfig(
         steps=6, per_worker_batch=8, pause_task=1, pause_after=2, pause_timeout_s=1.0, deadline_s=8
     )
     run = launcher.run(config, num_workers=2)
     results = run.wait(timeout=RUN_S)
     # The paused worker gives up after pause_timeout_s; its peer, blocked in the all-reduce,
-    # fails (the peer is gone) or ends at its deadline.
+    # fails (the peer is gone) or is killed by the launcher at the run's deadline.
     assert results[1].returncode == EXIT_DEADLINE
     assert results[1].error["error"] == "PauseTimeout"
-    assert results[0].returncode in (1, EXIT_DEADLINE)
+    assert results[0].returncode in (1, -signal.SIGKILL if POSIX else 1)
+    if results[0].returncode != 1:
+        assert results[0].error["error"] == "Deadline"
+        assert "already exited: worker 1 exited with code 3" in results[0].error["message"]
+
+
+LEAVES_EARLY = """
+import re, sys
+from dtf.multiworker.hooks import Worker
+worker = Worker.current()
+worker.emit("started")
+if worker.task == 1:
+    print("worker 1 leaves early", file=sys.stderr, flush=True)
+    sys.exit(5)
+re.match(r"(a+)+$", "a" * 64 + "b")  # worker 0: stuck in a call that holds the GIL for hours
+"""
+
+
+def _until_exited(run, task: int, within: float = RUN_S) -> None:
+    deadline = time.monotonic() + within
+    while task not in run.returncodes:
+        assert time.monotonic() < deadline, f"worker {task} did not exit: {run.log(task)}"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_the_launcher_kills_a_survivor_at_the_deadline_and_names_the_peer_that_left(
+    launcher, tmp_path
+):
+    """A worker stuck where no timer of its own could run (the regex holds its interpreter
+    lock) is killed from outside at ``deadline_s``; every message names the peer that left,
+    its exit status and its last log lines."""
+    program = tmp_path / "leaves_early.py"
+    program.write_text(LEAVES_EARLY, encoding="utf-8")
+    run = launcher.run(TrainConfig(deadline_s=4.0), num_workers=2, program=program)
+    _until_exited(run, 1)
+    named = r"\nAlready exited:\nworker 1 exited with code 5: Exit: worker 1 leaves early\n"
+    with pytest.raises(
+        WorkerTimeoutError, match=r"(?s)did not report 'done' within 0.2 s.*" + named
+    ):
+        run.wait_for("done", 0, timeout=0.2)
+    results = run.wait(timeout=RUN_S)
+    ended = time.monotonic() - run.started_at
+    assert 4.0 <= ended < 4.0 + GONE_WITHIN_S, ended
+    assert results[0].returncode == (-signal.SIGKILL if POSIX else results[0].returncode)
+    error = results[0].error
+    assert error["error"] == "Deadline" and "deadline_s=4.0" in error["message"]
+    assert "already exited: worker 1 exited with code 5" in error["message"]
+    assert results[1].returncode == 5 and results[1].error["message"] == "worker 1 leaves early"
+
+    again = launcher.run(TrainConfig(deadline_s=60.0), num_workers=2, program=program)
+    _until_exited(again, 1)
+    pids = list(again.pids.values())
+    with pytest.raises(
+        WorkerTimeoutError, match=r"(?s)still running after 0.5 s: stopped.*" + named
+    ):
+        again.wait(timeout=0.5)
+    assert_gone(pids)
+
+
+NO_DONE = """
+import os
+from dtf.multiworker.hooks import Worker
+worker = Worker.current()
+worker.emit("started")
+if worker.task == 1:
+    os._exit(0)  # gone without a word: only the launcher can tell
+"""
+
+
+@pytest.mark.slow
+def test_an_exit_without_done_is_a_failure_never_a_success(launcher, tmp_path):
+    """Worker 0's program returns without training: it reports NotDone and exits with 1.
+    Worker 1 leaves with status 0 and no word: waiting for the run raises, naming it."""
+    program = tmp_path / "no_done.py"
+    program.write_text(NO_DONE, encoding="utf-8")
+    run = launcher.run(TrainConfig(), num_workers=2, program=program)
+    with pytest.raises(WorkerError, match="worker 1 of run .* code 0 without reporting"):
+        run.wait(timeout=RUN_S)
+    results = run.results()
+    assert results[0].returncode == 1 and results[0].error["error"] == "NotDone"
+    assert "without reporting 'done'" in run.log(0)
+    assert results[1].returncode == 0 and results[1].last("done") is None
+
+
+def test_a_spawned_worker_that_cannot_start_shows_its_traceback(monkeypatch):
+    """A spawned worker's standard error is its log from its first byte: an import error
+    before any worker code runs is in the log and in the error."""
+    monkeypatch.setattr(mw_launcher, "_MODULE", "dtf.multiworker._no_such_module")
+    with Launcher(start_method="spawn") as launcher:
+        run = launcher.run(TrainConfig(), num_workers=1)
+        with pytest.raises(WorkerError, match="(?s)exited with code 1 before 'started'.*No module"):
+            run.wait_for("started", 0, timeout=RUN_S)
+        results = run.wait(timeout=RUN_S)
+        pids = launcher.pids
+    assert results[0].error["error"] == "Exit"
+    assert "No module named dtf.multiworker._no_such_module" in results[0].error["message"]
+    assert_gone(pids)
 
 
 @pytest.mark.slow

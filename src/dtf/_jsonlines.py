@@ -1,11 +1,12 @@
 """The JSON-lines protocol between a parent process and the launchers it starts.
 
 Both of the course's launchers (:mod:`dtf.cluster._launcher` for servers,
-:mod:`dtf.multiworker._process` for multi-worker programs) import TensorFlow once and fork
-children on request. The parent writes one JSON command per line to the launcher's standard
-input; the launcher and its children write one JSON event per line to a protocol pipe, which
-the parent reads in a thread. End of file on the launcher's standard input means the parent is
-gone: the launcher stops its children and exits.
+:mod:`dtf.multiworker._process` for multi-worker programs) are one fork server,
+:func:`dtf.supervise.fork_server`: it imports TensorFlow once and forks children on request.
+The parent writes one JSON command per line to the launcher's standard input; the launcher and
+its children write one JSON event per line to a protocol pipe, which the parent reads in a
+thread. End of file on the launcher's standard input means the parent is gone: the launcher
+stops its children and exits.
 """
 
 from __future__ import annotations

@@ -103,6 +103,7 @@ from pathlib import Path
 
 import psutil
 
+from dtf import supervise
 from dtf.cluster import deadline, exposure
 
 #: Every namespace this module makes is called ``dtf-<tag>-<host>``.
@@ -341,26 +342,12 @@ def processes_in(namespace: str) -> list[int]:
     return [int(p) for p in text.split() if p.isdigit()]
 
 
-def _stop_processes(pids: Iterable[int], grace: float) -> None:
-    procs = []
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
-            proc = psutil.Process(pid)
-            proc.terminate()
-            procs.append(proc)
-    _, alive = psutil.wait_procs(procs, timeout=grace)
-    for proc in alive:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    psutil.wait_procs(alive, timeout=5.0)
-
-
 def remove(tag: str, grace: float = STOP_GRACE_S) -> list[str]:
     """Stop the processes in the namespaces of ``tag`` and delete its namespaces and links;
     returns what it deleted. Nothing of another tag is touched."""
     found = ours().get(tag, {"namespaces": [], "links": []})
     pids = [pid for ns in found["namespaces"] for pid in processes_in(ns)]
-    _stop_processes(pids, grace)
+    supervise.stop_processes(pids, grace)  # SIGTERM, SIGKILL after the grace, reaped
     # Cables first (deleting one end deletes both, at once), then namespaces, bridge last.
     for name in sorted(found["links"], key=lambda n: n.startswith(BRIDGE_PREFIX)):
         ip("link", "delete", name, check=False)

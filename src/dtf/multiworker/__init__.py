@@ -33,13 +33,21 @@ One TensorFlow import for every worker (Linux)
 
 Nothing hangs, nothing is left behind
     Every wait has a timeout (:class:`WorkerTimeoutError` names the late worker and shows
-    the end of its log); a worker also ends itself after ``TrainConfig.deadline_s``.
+    the end of its log, and names the workers that already exited, with their exit status
+    and last log lines); the launcher kills every worker still running
+    ``TrainConfig.deadline_s`` after the run started (from outside the worker, so a worker
+    stuck in a call that never returns ends too). A worker that exits without reporting
+    ``done`` did not train: it reports ``NotDone`` and exits with 1 (one that leaves with 0
+    and no word makes :meth:`WorkerRun.wait` raise). A worker's standard error goes to its
+    log from its first byte, so a worker that fails before its program runs (an import
+    error) shows its traceback there and in its ``error`` event.
     :meth:`Launcher.stop` (also at the end of a ``with`` block, after an exception, and at
     interpreter exit) kills every worker and the launcher and removes the temporary folder
     of the runs. If the process holding the launcher dies, the launcher reads end of file on
     its standard input and kills its workers; a worker whose launcher is gone exits by
     itself (a lifeline pipe, and on Linux ``PR_SET_PDEATHSIG``); a spawned worker exits when
-    its standard input, held by the parent, reaches end of file.
+    its standard input, held by the parent, reaches end of file. The launcher is the same
+    fork server as :mod:`dtf.cluster`'s (:func:`dtf.supervise.fork_server`).
 
 The program (:mod:`dtf.multiworker.program`)
     Notebook 11 writes the worker program to a file, in parts, and runs it with

@@ -33,9 +33,10 @@ from pathlib import Path
 
 from dtf._util import error_line, whole_number
 
-#: Exit status of a worker that stopped after an error it reported.
+#: Exit status of a worker that stopped after an error it reported (``NotDone`` included:
+#: a program that ended without reporting ``done``).
 EXIT_ERROR = 1
-#: Exit status of a worker that exceeded its ``deadline_s``, or waited too long while paused.
+#: Exit status of a worker that waited longer than ``pause_timeout_s`` while paused.
 EXIT_DEADLINE = 3
 #: Exit status after ``PreemptionCheckpointHandler`` saved a checkpoint (its default is 42).
 EXIT_PREEMPTED = 42
@@ -56,8 +57,9 @@ class TrainConfig:
     many steps into ``checkpoint_dir`` (0: never); ``preemption``: use a
     ``PreemptionCheckpointHandler`` on ``checkpoint_dir`` instead; ``pause_task`` /
     ``pause_after``: that worker waits after that step until resumed (``pause_timeout_s`` at
-    most); ``try_fit``: first try Keras ``model.fit`` under the strategy; ``deadline_s``: a
-    worker that runs longer ends itself (exit status :data:`EXIT_DEADLINE`).
+    most); ``try_fit``: first try Keras ``model.fit`` under the strategy; ``deadline_s``: the
+    launcher kills (``SIGKILL``) the workers still running that many seconds after the run
+    started, from outside, whatever they are stuck in (their ``error`` event: ``Deadline``).
     """
 
     steps: int = 40

@@ -16,13 +16,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dtf import supervise
 from dtf._jsonlines import read_events
 from dtf._util import whole_number
 from dtf.cluster import env as cluster_env
 from dtf.cluster.local import DEFAULT_START_METHOD as CLUSTER_START_METHOD
-from dtf.cluster.local import describe_returncode
 from dtf.cluster.spec import DEFAULT_HOST, Task, free_ports, tf_config
-from dtf.multiworker.hooks import TrainConfig
+from dtf.multiworker.hooks import EXIT_PREEMPTED, TrainConfig
+from dtf.supervise import describe_returncode, log_tail, tail_lines
 
 POSIX = os.name == "posix"
 #: ``fork``: one launcher imports TensorFlow once and forks the workers (Linux, as
@@ -33,7 +34,8 @@ DEFAULT_START_METHOD = CLUSTER_START_METHOD
 READY_TIMEOUT_S = 60.0
 _TICK_S = 0.02
 _STOP_WAIT_S = 5.0
-_LOG_TAIL_LINES = 12
+#: Lines of an exited peer's log that a timeout message shows.
+_PEER_TAIL_LINES = 4
 _MODULE = "dtf.multiworker._process"
 _WORKDIR_PREFIX = "dtf-multiworker-"
 #: The program a worker runs unless told otherwise: the package's copy of the one notebook 11
@@ -104,6 +106,10 @@ class WorkerRun:
         self.events: list[dict] = []
         self.pids: dict[int, int] = {}
         self.returncodes: dict[int, int] = {}
+        #: When the run started, and when its launcher kills the workers still running
+        #: (``config.deadline_s`` later: from outside, whatever a worker is stuck in).
+        self.started_at = time.monotonic()
+        self.deadline = self.started_at + config.deadline_s
         self._popens: dict[int, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
 
@@ -159,7 +165,7 @@ class WorkerRun:
                 if time.monotonic() >= deadline:
                     raise WorkerTimeoutError(
                         f"worker {task} did not report '{event}' within {timeout} s."
-                        f"{self._tail(task)}"
+                        f"{self._tail(task)}{self._exited_peers()}"
                     )
                 self.launcher._cond.wait(_TICK_S)
 
@@ -203,21 +209,33 @@ class WorkerRun:
         (self.dir / f"go-{task}").touch()
 
     def wait(self, timeout: float) -> dict[int, WorkerResult]:
-        """Wait until every worker has exited; on timeout stop them all and raise."""
+        """Wait until every worker has exited; on timeout stop them all and raise
+        :class:`WorkerTimeoutError` naming the late workers and those that already exited.
+
+        Raises :class:`WorkerError` for a worker that exited with status 0 without reporting
+        ``done`` (it did not train: never a success); a worker whose program merely returns
+        early reports that itself (error ``NotDone``, exit status 1)."""
         deadline = time.monotonic() + timeout
         with self.launcher._cond:
             while len(self.returncodes) < self.num_workers:
                 self.launcher._check_alive()
                 if time.monotonic() >= deadline:
                     late = [t for t in self.tasks if t not in self.returncodes]
-                    tail = self._tail(late[0])
+                    tail = self._tail(late[0]) + self._exited_peers()
                     self.stop()  # the condition's lock is re-entrant
                     raise WorkerTimeoutError(
                         f"worker{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} "
                         f"still running after {timeout} s: stopped.{tail}"
                     )
                 self.launcher._cond.wait(_TICK_S)
-        return self.results()
+            results = self.results()
+        for task, result in results.items():
+            if result.returncode == 0 and result.last("done") is None:
+                raise WorkerError(
+                    f"worker {task} of run {self.number} exited with code 0 without reporting "
+                    f"'done': it did not finish training.{self._tail(task)}"
+                )
+        return results
 
     def results(self) -> dict[int, WorkerResult]:
         with self.launcher._cond:
@@ -252,10 +270,80 @@ class WorkerRun:
                 self.launcher._cond.wait(_TICK_S)
 
     def _tail(self, task: int) -> str:
-        kept = [ln for ln in self.log(task).splitlines() if ln.strip()][-_LOG_TAIL_LINES:]
-        if not kept:
-            return ""
-        return "\nLast lines of its log:\n" + "\n".join("    " + ln for ln in kept)
+        return log_tail(self.dir / f"worker-{task}.log", where=False)
+
+    def _exited_peers(self) -> str:
+        """What became of the workers that already exited, for a timeout message: each
+        one's index, exit status, error and last log lines (a peer that left is often why
+        the others wait)."""
+        lines = []
+        for task in sorted(self.returncodes):
+            error = self._last_error(task)
+            said = f": {error['error']}: {error.get('message', '')}" if error else ""
+            lines.append(f"worker {task} {describe_returncode(self.returncodes[task])}{said}")
+            kept = tail_lines(self.dir / f"worker-{task}.log", _PEER_TAIL_LINES)
+            lines += ["    " + ln for ln in kept]
+        return "\nAlready exited:\n" + "\n".join(lines) if lines else ""
+
+    def _last_error(self, task: int) -> dict | None:
+        return next(
+            (e for e in reversed(self.events) if e["task"] == task and e["event"] == "error"),
+            None,
+        )
+
+    def _exited(self, task: int, returncode: int) -> None:
+        """Note that worker ``task`` exited (under the launcher's lock). One that failed
+        without reporting an error (it died before its program ran: an import error, a bad
+        command) gets an ``error`` event from the last lines of its log, its traceback."""
+        self.returncodes.setdefault(task, returncode)
+        if returncode > 0 and returncode != EXIT_PREEMPTED and self._last_error(task) is None:
+            kept = tail_lines(self.dir / f"worker-{task}.log")
+            message = kept[-1] if kept else f"{describe_returncode(returncode)}, log empty"
+            self.events.append(
+                {
+                    "event": "error",
+                    "run": self.number,
+                    "task": task,
+                    "t": time.monotonic(),
+                    "error": "Exit",
+                    "message": message,
+                    "lines": kept,
+                }
+            )
+
+    def _enforce_deadline(self) -> None:
+        """Kill the workers still running at the run's deadline (a thread of the launcher:
+        from outside, so a worker stuck in a call that holds its interpreter lock, or blocked
+        on a peer that left, ends too); each gets an ``error`` event ``Deadline`` naming the
+        peers that had already exited."""
+        cond = self.launcher._cond
+        with cond:
+            while self.running and self.launcher.running:
+                if time.monotonic() >= self.deadline:
+                    break
+                cond.wait(0.1)
+            else:
+                return
+            late = [t for t in self.tasks if t not in self.returncodes]
+            gone = ", ".join(
+                f"worker {t} {describe_returncode(c)}" for t, c in sorted(self.returncodes.items())
+            )
+            message = (
+                f"still running at the run's deadline (deadline_s={self.config.deadline_s}): "
+                f"killed by the launcher{f'; already exited: {gone}' if gone else ''}"
+            )
+            for task in late:
+                self.events.append(
+                    {
+                        "event": "error",
+                        "run": self.number,
+                        "task": task,
+                        "t": time.monotonic(),
+                        "error": "Deadline",
+                        "message": message,
+                    }
+                )
+        self.stop()
 
     def __repr__(self) -> str:
         state = "running" if self.running else "finished"
@@ -331,18 +419,9 @@ class Launcher:
             self.workdir = Path(tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-"))
         self._started_at = time.monotonic()
         if self.start_method == "fork":
-            log = open(self.workdir / "launcher.log", "ab")  # noqa: SIM115 - closed below
-            try:
-                self._process = subprocess.Popen(
-                    [sys.executable, "-m", _MODULE],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    stderr=log,
-                    env=_env(),
-                    start_new_session=True,
-                )
-            finally:
-                log.close()
+            self._process = supervise.start(
+                [sys.executable, "-m", _MODULE], self.workdir / "launcher.log", _env()
+            )
             self._reader = threading.Thread(
                 target=self._read,
                 args=(self._process.stdout,),
@@ -363,15 +442,14 @@ class Launcher:
         assert self._started_at is not None
         deadline = self._started_at + (timeout or self.ready_timeout)
         with self._cond:
-            while self._loaded_s is None:
-                self._check_alive()
-                if time.monotonic() >= deadline:
-                    raise WorkerTimeoutError(
-                        f"the worker launcher did not import TensorFlow within "
-                        f"{timeout or self.ready_timeout} s (a busy machine imports slowly: "
-                        f"give a larger ready_timeout).{self._launcher_tail()}"
-                    )
-                self._cond.wait(_TICK_S)
+            if not supervise.wait_until(
+                self._cond, lambda: self._loaded_s is not None, deadline, self._check_alive
+            ):
+                raise WorkerTimeoutError(
+                    f"the worker launcher did not import TensorFlow within "
+                    f"{timeout or self.ready_timeout} s (a busy machine imports slowly: "
+                    f"give a larger ready_timeout).{self._launcher_tail()}"
+                )
         return self._loaded_s
 
     def run(
@@ -414,6 +492,9 @@ class Launcher:
                 "metadata_ip": self.metadata_ip,
             }
             self._start_worker(run, command)
+        threading.Thread(
+            target=run._enforce_deadline, daemon=True, name=f"dtf-multiworker-{run.number}-deadline"
+        ).start()
         return run
 
     def _start_worker(self, run: WorkerRun, command: dict) -> None:
@@ -426,19 +507,8 @@ class Launcher:
             except OSError as exc:
                 raise WorkerError(f"the worker launcher is gone.{self._launcher_tail()}") from exc
             return
-        kwargs = (
-            {"start_new_session": True}
-            if POSIX
-            else {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP}  # type: ignore[attr-defined]
-        )
-        popen = subprocess.Popen(
-            [sys.executable, "-m", _MODULE, "--worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=_env(),
-            **kwargs,
-        )
+        # Its standard error is its log from the first byte: an import error shows there.
+        popen = supervise.start([sys.executable, "-m", _MODULE, "--worker"], command["log"], _env())
         assert popen.stdin is not None
         popen.stdin.write(line)
         popen.stdin.flush()  # kept open: its end of file tells the worker that we are gone
@@ -460,7 +530,7 @@ class Launcher:
         self._read(popen.stdout)
         code = popen.wait()
         with self._cond:
-            run.returncodes.setdefault(task, code)
+            run._exited(task, code)
             self._cond.notify_all()
 
     def _read(self, stream) -> None:
@@ -478,7 +548,7 @@ class Launcher:
         if event["event"] == "forked":
             run.pids[task] = int(event["pid"])
         elif event["event"] == "exit":
-            run.returncodes[task] = int(event["returncode"])
+            run._exited(task, int(event["returncode"]))
         else:
             run.events.append(event)
 
@@ -493,12 +563,7 @@ class Launcher:
     def _launcher_tail(self) -> str:
         if self.workdir is None:
             return ""
-        path = self.workdir / "launcher.log"
-        text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
-        kept = [ln for ln in text.splitlines() if ln.strip()][-_LOG_TAIL_LINES:]
-        return (
-            ("\nLast lines of its log:\n" + "\n".join("    " + ln for ln in kept)) if kept else ""
-        )
+        return log_tail(self.workdir / "launcher.log", where=False)
 
     def stop(self) -> None:
         """Kill every worker and the launcher, wait until they are gone (``SIGKILL`` for any
@@ -522,25 +587,13 @@ class Launcher:
                         popen.kill()
             process = self._process
             if process is not None:
-                try:
-                    process.stdin.close()  # end of file: it kills its workers and exits
-                except OSError:
-                    pass
-                try:
-                    process.wait(2 * _STOP_WAIT_S)
-                except subprocess.TimeoutExpired:
-                    if POSIX:
-                        os.killpg(process.pid, signal.SIGKILL)  # its session: it and workers
-                    else:
-                        process.kill()
-                    process.wait(_STOP_WAIT_S)
+                # End of file: it kills its workers and exits; if not, its session is killed.
+                supervise.stop_child(process, 2 * _STOP_WAIT_S)
                 if self._reader is not None:
                     self._reader.join(1.0)
                 process.stdout.close()
-            _, alive = psutil.wait_procs(workers, timeout=_STOP_WAIT_S)
-            for worker in alive:
-                worker.kill()
-            psutil.wait_procs(alive, timeout=_STOP_WAIT_S)
+            # Any worker still there (its launcher gone, say) is killed now.
+            supervise.stop_processes(workers, _STOP_WAIT_S, first=signal.SIGKILL)
             for run in self._runs:
                 for reader in run._readers:
                     reader.join(1.0)  # it reads until the worker's output ends
