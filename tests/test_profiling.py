@@ -35,6 +35,7 @@ from tests.conftest import last_json, run_script
         ("MultiDeviceIteratorGetNextFromShard", "tf_Compute", "input"),
         ("EagerPyFunc", "tf_data_private_threadpool", "input"),  # the pipeline's own work
         ("MatMul", "python", "compute"),
+        ("RemoteCall", "tf_data_private_threadpool", "input"),  # tf.data's thread decides
     ],
 )
 def test_kind(op, thread, expected):

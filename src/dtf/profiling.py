@@ -4,7 +4,7 @@
 ``logdir/plugins/profile/<run>/<host>.xplane.pb``: an ``XSpace`` protobuf, whose message
 classes TensorFlow ships (``tensorflow.tsl.profiler.protobuf.xplane_pb2``). An XSpace holds
 *planes* (``/host:CPU`` for this process's CPU work), a plane holds *lines* (one per thread:
-``python``, ``tf_Compute/…``, ``collective_ops/…``, ``tf_data_…``) and a line holds *events*:
+``python``, ``tf_Compute/<id>``, ``collective_ops/<id>``, ``tf_data_…``) and a line holds *events*:
 a name (through the plane's ``event_metadata``), a start and a duration in picoseconds, and
 *stats* (through ``stat_metadata``). Notebook 12b shows the file itself; this module turns it
 into tables (used by notebook 12b and lab 05's checker):
@@ -32,7 +32,7 @@ import pandas as pd
 HOST_PLANE = "/host:CPU"
 #: Op types that move data between devices or processes.
 COMMUNICATION_OPS = frozenset(
-    {"_Send", "_Recv", "_HostSend", "_HostRecv", "Send", "Recv", "RemoteCall", "NcclAllReduce"}
+    {"_Send", "_Recv", "_HostSend", "_HostRecv", "Send", "Recv", "NcclAllReduce"}
 )
 #: Op types that hand the step its next batch (the step waits in them for the input pipeline).
 INPUT_OPS = frozenset(
@@ -94,11 +94,11 @@ def load(path: str | os.PathLike):
 
 def kind(op_type: str, thread: str = "") -> str:
     """``"communication"``, ``"input"`` or ``"compute"`` for an op of type ``op_type`` that ran
-    on ``thread``: an op on one of tf.data's threads works for the input pipeline."""
-    if op_type in COMMUNICATION_OPS or op_type.startswith(("Collective", "Nccl")):
-        return "communication"
+    on ``thread``: every op on one of tf.data's threads works for the input pipeline."""
     if op_type in INPUT_OPS or thread.startswith("tf_data"):
         return "input"
+    if op_type in COMMUNICATION_OPS or op_type.startswith(("Collective", "Nccl")):
+        return "communication"
     return "compute"
 
 
@@ -125,7 +125,7 @@ def _stats(plane, event) -> dict:
 def _events(plane) -> Iterable[tuple[str, str, dict, int, int]]:
     """``(thread, event name, stats, start_ns, end_ns)`` for every event of ``plane``."""
     for line in plane.lines:
-        thread = line.name.split("/")[0]
+        thread = line.name or line.display_name
         for event in line.events:
             start = line.timestamp_ns + event.offset_ps / 1000
             meta = plane.event_metadata[event.metadata_id]
@@ -265,25 +265,34 @@ def shares(table: pd.DataFrame) -> pd.Series:
     return table[[*KINDS, "idle"]].sum() / total
 
 
+#: The colour of each kind in :func:`plot_step`.
 COLORS = {"compute": "tab:blue", "communication": "tab:orange", "input": "tab:red"}
 
 
 def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None:
-    """Draw the ops of one step on ``ax``: a row per thread, a bar per op, coloured by kind,
-    time in milliseconds from the step's start."""
+    """Draw the ops of one step on ``ax``: a row per thread (labelled by its pool's name and a
+    number), a bar per op, coloured by kind, time in milliseconds from the step's start.
+    Compute is drawn last, over the waits of asynchronous ops started on the same thread."""
     from matplotlib.patches import Patch
 
     inside = in_step(table, step)
     threads = sorted(set(inside["thread"]))
+    labels, seen = [], {}
+    for thread in threads:  # "tf_Compute/8347..." -> "tf_Compute 1": the thread ids say nothing
+        prefix = thread.split("/")[0]
+        seen[prefix] = seen.get(prefix, 0) + 1
+        labels.append(prefix if "/" not in thread else f"{prefix} {seen[prefix]}")
     for row, thread in enumerate(threads):
         mine = inside[inside["thread"] == thread]
-        for k, colour in COLORS.items():
+        for k in reversed(KINDS):  # compute last, on top: a wait is drawn under any work
+            colour = COLORS[k]
             bars = mine[mine["kind"] == k]
             starts = (bars["start_us"] - step["start_us"]) / 1e3
             spans = list(zip(starts, bars["duration_us"] / 1e3, strict=True))
             ax.broken_barh(spans, (row - 0.4, 0.8), color=colour)
-    ax.set_yticks(range(len(threads)), threads, fontsize=7)
+    ax.set_yticks(range(len(threads)), labels, fontsize=7)
     ax.set_xlim(0, step["duration_us"] / 1e3)
     ax.set_xlabel("ms from the step's start")
     ax.set_title(title, fontsize=9)
-    ax.legend(handles=[Patch(color=c, label=k) for k, c in COLORS.items()], fontsize=7)
+    handles = [Patch(color=c, label=k) for k, c in COLORS.items()]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
