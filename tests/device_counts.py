@@ -30,7 +30,7 @@ COUNTS = (3, 8, 1)
 #: Notebooks given a count of their own instead of a turn; they leave the turns of the others as
 #: they were. 11b's count only changes its in-kernel MirroredStrategy (its worker processes
 #: have one replica each on CPUs), so its 8-replica run is cheap.
-FIXED = {"11b_input_sharding.ipynb": 8}
+FIXED = {"11d_input_sharding.ipynb": 8}
 #: Parameters that only set how long a timing loop runs (applied where a notebook declares them).
 CHEAP = {"TIMING_STEPS": 10, "TIMED_STEPS": 5, "REPEATS": 2, "WARMUP_STEPS": 2}
 RUN_TIMEOUT_S = 240

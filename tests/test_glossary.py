@@ -64,12 +64,12 @@ TERMS = [
     Term(
         "AUTO sharding",
         r"\bAUTO\b",
-        (r"Left at `AUTO`, the default, TensorFlow first tries", r"11b_input_sharding\.ipynb"),
+        (r"Left at `AUTO`, the default, TensorFlow first tries", r"11d_input_sharding\.ipynb"),
     ),
     Term(
         "DATA sharding",
         r"`DATA`|AutoShardPolicy\.DATA|\bDATA (?:shard|polic)",
-        (r"`DATA` here, which means that every worker", r"11b_input_sharding\.ipynb"),
+        (r"`DATA` here, which means that every worker", r"11d_input_sharding\.ipynb"),
     ),
     Term(
         "heartbeat",

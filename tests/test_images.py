@@ -144,13 +144,13 @@ def _parameters(path: Path) -> dict:
 
 
 def test_failure_timeline_shows_the_multi_worker_notebooks_defaults():
-    """The kill → resume timeline (11) draws the steps that notebook's parameters give."""
+    """The kill → resume timeline (11b) draws the steps that notebook's parameters give."""
     found = [
         params
         for path in sorted((ROOT / "notebooks").glob("*.ipynb"))
-        if "FAIL_AT_STEP" in (params := _parameters(path))
+        if "CHECKPOINT_EVERY" in (params := _parameters(path))
     ]
-    assert len(found) == 1, "one notebook defines FAIL_AT_STEP (the multi-worker one)"
+    assert len(found) == 1, "one notebook defines CHECKPOINT_EVERY (11b, the killed worker)"
     params = found[0]
     assert draw_images.TIMELINE == {
         "steps": params["STEPS"],

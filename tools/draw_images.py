@@ -904,12 +904,12 @@ def draw_workers_and_chief(fig_path: Path) -> None:
     plt.close(fig)
 
 
-#: Notebook 11's defaults, which the timeline shows.
+#: Notebook 11b's defaults, which the timeline shows.
 TIMELINE = dict(steps=40, checkpoint_every=10, fail_at=25)
 
 
 def draw_failure_timeline(fig_path: Path) -> None:
-    """11: kill → detect → restart → resume, on the step axis, with notebook 11's defaults."""
+    """11b: kill → detect → restart → resume, on the step axis, with notebook 11b's defaults."""
     steps, every, fail = TIMELINE["steps"], TIMELINE["checkpoint_every"], TIMELINE["fail_at"]
     saved = fail // every * every
     fig, (ax,) = canvas(11.0, 4.7)

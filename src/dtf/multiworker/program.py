@@ -5,9 +5,7 @@
 
 """The program every worker runs: MultiWorkerMirroredStrategy, data, model, step, checkpoints.
 
-Written by notebook 11, in parts; the launcher runs this file in every worker process.
-TensorFlow is imported inside the functions, so importing this file costs nothing (the
-course's package imports it for its names, without training).
+Written by notebook 11; TensorFlow is imported inside the functions: importing it is cheap.
 """
 
 import os
@@ -21,11 +19,8 @@ HIDDEN_UNITS = 32
 
 
 def global_batches(x, y, global_batch, seed, skip=0):
-    """The run's stream of global batches: shuffled with `seed`, repeated, batched.
-
-    Every worker builds the same stream; `skip` leaves out the batches that a restored run
-    has trained on already (a checkpoint does not hold the position in the data).
-    """
+    # The same stream on every worker; `skip` leaves out the batches a restored run has
+    # trained on already (a checkpoint does not hold the position in the data).
     import tensorflow as tf
 
     ds = tf.data.Dataset.from_tensor_slices((x, y))
@@ -74,8 +69,7 @@ def make_optimizer(config):
 
 
 def make_train_step(strategy, model, optimizer, global_batch):
-    """One training step, a `tf.function` of a distributed iterator; returns the loss.
-    Works under any strategy, the default one of a single process included."""
+    # One training step, a tf.function of a distributed iterator; returns the loss.
     import keras
     import tensorflow as tf
 
@@ -117,9 +111,8 @@ def try_fit(strategy, config, worker):
 
 
 def checkpointing(strategy, config, checkpoint, worker):
-    """Restore the latest checkpoint, if there is one; return (manager, handler): the
-    CheckpointManager that saves every `checkpoint_every` steps, or the
-    PreemptionCheckpointHandler that saves when the end is announced (or None, None)."""
+    # Restore the latest checkpoint, if any; return (CheckpointManager, None),
+    # (None, PreemptionCheckpointHandler), or (None, None) when nothing is saved.
     import tensorflow as tf
 
     if config.preemption:
