@@ -532,7 +532,7 @@ def draw_client_server_target(fig_path: Path) -> None:
 
 
 def draw_mirrored_variables(fig_path: Path) -> None:
-    """09: a MirroredVariable's copies, one gradient per replica, one all-reduce, one update."""
+    """09b: a MirroredVariable's copies, one gradient per replica, one all-reduce, one update."""
     fig, (ax,) = canvas(10.0, 4.9)
     ax.text(5.0, 4.65, "One step under MirroredStrategy", ha="center", fontsize=12, weight="bold")
     box(
@@ -652,7 +652,7 @@ RING_DEVICES = 4
 
 
 def draw_ring_all_reduce(fig_path: Path) -> None:
-    """09: a ring all-reduce over N devices: chunks passed to the next device, twice N−1 steps."""
+    """09b: a ring all-reduce over N devices: chunks passed to the next device, twice N−1 steps."""
     n = RING_DEVICES
     fig, (ax,) = canvas(10.0, 4.6)
     ax.text(
