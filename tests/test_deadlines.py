@@ -33,6 +33,8 @@ from dtf.cluster.deadline import abandoned, client_hint, describe
 
 from .conftest import QUIET_ENV, ROOT
 
+#: The clusters here warn that they listen on every interface: tests/test_exposure.py checks it.
+pytestmark = pytest.mark.filterwarnings("ignore::dtf.cluster.ExposureWarning")
 #: A frozen worker must be reported within this many seconds (keepalive: ~3 s).
 ERROR_WITHIN_S = 15.0
 #: How long a blocked client must go on blocking after the first SIGINT.
