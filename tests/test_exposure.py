@@ -217,3 +217,32 @@ def test_an_outside_host_runs_ops_in_a_plain_cluster_but_not_in_a_private_one(fr
     assert blocked == [{"answers": False}, {"answers": False}], blocked
     assert mine == {"answers": True, "ran": f"ran on {address}"}, mine
     assert not set(namespaces) & set(netns.namespaces())  # nothing left behind
+
+
+@needs_root
+@pytest.mark.timeout(120)
+def test_netns_up_warns_once_and_says_what_a_client_must_do():
+    tag = f"x{os.getpid() % 10**6}"
+
+    def cli(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "dtf.netns", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+
+    up = cli("up", "--tag", tag)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert (
+            up.stderr.count("ExposureWarning: python -m dtf.netns up: the TensorFlow server") == 1
+        )
+        assert "other machines cannot" in up.stderr and "netns.py:" in up.stderr  # not runpy
+        hint = next(ln for ln in up.stdout.splitlines() if ln.startswith("clients:"))
+        assert "Play host/0" in hint and "device_filters=['/job:worker']" in hint
+    finally:
+        down = cli("down", "--tag", tag)
+    assert down.returncode == 0 and f"dtf-{tag}-host" in down.stdout
+    assert not [n for n in netns.namespaces() if f"-{tag}-" in n]
