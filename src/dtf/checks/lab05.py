@@ -13,7 +13,11 @@
 5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way;
 6. :func:`task6`: a decision, no code to run: the auto-shard policy for each of several
    layouts of files or arrays on several workers, judged by the rules notebook 11b measured
-   (:func:`policy_outcome`).
+   (:func:`policy_outcome`);
+7. :func:`task7`: a diagnosis: the bottleneck of a deliberately slow step, and its share of
+   the step's time, read from the step's ``tf.profiler`` trace (notebook 12b); judged against
+   the same trace with :mod:`dtf.profiling`, and against a second trace the checker captures,
+   whose bottleneck differs.
 
 The checkers use the lab's strategy and never create one: a second ``MirroredStrategy`` in
 the same process makes the collective all-reduce of both fail with a "shape mismatch" that
@@ -1021,3 +1025,186 @@ def task6(answer: Any) -> str:
         )
     chosen = ", ".join(f"{k}: {_policy_name(v)}" for k, v in got.items() if k in SHARDING_LAYOUTS)
     return f"every layout gets a policy that meets its goal ({chosen})"
+
+
+# --------------------------------------------------------------------------- task 7
+
+#: Task 7: the kinds of time a step is split into (``dtf.profiling.breakdown``'s columns).
+BOTTLENECK_KINDS = ("compute", "communication", "input", "idle")
+#: Task 7: how far the learner's share may be from the trace's.
+SHARE_TOLERANCE = 0.01
+#: Task 7: the checker's own trace: steps of ``CHAIN`` products of ``SIZE`` x ``SIZE``
+#: matrices on one device, no input pipeline, nothing to copy.
+CHAIN, SIZE, TRACED_STEPS = 4, 384, 3
+
+
+def bottleneck(table) -> tuple[str, float]:
+    """``(kind, share)``: the column of ``dtf.profiling.breakdown``'s ``table`` (idle
+    included) with the largest share of the steps' total time, and that share."""
+    from dtf import profiling
+
+    shares = profiling.shares(table)
+    kind = str(shares.idxmax())
+    return kind, float(shares[kind])
+
+
+def trace_bottleneck(logdir: Any) -> tuple[str, float]:
+    """:func:`bottleneck` of the newest trace under ``logdir``."""
+    from dtf import profiling
+
+    space = profiling.load(logdir)
+    return bottleneck(profiling.breakdown(profiling.ops(space), profiling.steps(space)))
+
+
+def _summed_durations(table_ops, steps) -> dict[str, float]:
+    """The slip of Task 7: each kind's op durations inside the steps simply added up
+    (overlapping ops, and the waits of asynchronous ops, counted several times)."""
+    from dtf import profiling
+
+    sums = dict.fromkeys(BOTTLENECK_KINDS[:3], 0.0)
+    for _, step in steps.iterrows():
+        inside = profiling.in_step(table_ops, step)
+        for kind, total in inside.groupby("kind")["duration_us"].sum().items():
+            sums[kind] += float(total)
+    return sums
+
+
+def _pair(got: Any) -> tuple[str, float]:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        raise Wrong(
+            f"expected a pair (kind, share), got {short(got)}",
+            'return two values, e.g. return kind, share, with kind one of "compute", '
+            '"communication", "input", "idle"',
+        )
+    kind, share = got
+    if not isinstance(kind, str) or kind not in BOTTLENECK_KINDS:
+        raise Wrong(
+            f"expected a kind of time, got {short(got[0])}",
+            "name it as profiling.breakdown's columns do: " + ", ".join(BOTTLENECK_KINDS),
+        )
+    try:
+        share = float(as_array(share))
+    except (TypeError, ValueError):
+        raise Wrong(
+            f"expected the share as a number, got {short(got[1])}", "return float(share)"
+        ) from None
+    return kind, share
+
+
+def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) -> str:
+    """Judge ``got`` (the learner's ``(kind, share)``) against ``table``, a
+    ``dtf.profiling.breakdown`` of the trace; ``summed``: :func:`_summed_durations` of the
+    same trace, to name that slip. Raises :class:`Wrong` with a hint that points at the
+    mistake and does not name the answer; returns the kind and share otherwise."""
+    from dtf import profiling
+
+    kind, share = _pair(got)
+    want_kind, want_share = bottleneck(table)
+    shares = profiling.shares(table)
+    if kind != want_kind:
+        if summed and kind == max(summed, key=summed.get):
+            hint = (
+                "you added up the ops' durations: ops on several threads run at the same time, "
+                "and an asynchronous op's duration is mostly waiting, so time is counted "
+                "several times; count each moment once, as profiling.breakdown does"
+            )
+        elif want_kind == "idle":
+            hint = (
+                "a moment in which no op runs counts too (idle): compare every column of "
+                "profiling.breakdown, idle included"
+            )
+        else:
+            hint = (
+                "the bottleneck is the column of profiling.breakdown with the largest share "
+                "of the traced steps' total time, all steps together"
+            )
+        raise Wrong(
+            f"in this trace {kind} is {float(shares[kind]):.0%} of the steps' time, not the "
+            "largest share",
+            hint,
+        )
+    if abs(share - want_share) > SHARE_TOLERANCE:
+        per_step = table[kind] / table["step_ms"]
+        if share > 1:
+            hint = (
+                "a share is a fraction of the steps' time, between 0 and 1: divide the "
+                "milliseconds by the steps' milliseconds"
+            )
+        elif any(abs(share - float(v)) <= SHARE_TOLERANCE / 10 for v in per_step):
+            hint = (
+                "that is the share in one step; take every traced step: the kind's "
+                "milliseconds summed over the steps, divided by the sum of step_ms"
+            )
+        else:
+            hint = (
+                "the share is the kind's milliseconds summed over every traced step, divided "
+                "by the sum of the steps' step_ms (profiling.shares)"
+            )
+        raise Wrong(f"your share of {kind}, {share:.3f}, is not its share in the trace", hint)
+    return f"{kind}, {share:.0%} of the steps' time"
+
+
+def compute_bound_trace(logdir: Any) -> None:
+    """Trace :data:`TRACED_STEPS` steps of chained matrix products under ``logdir``, each
+    marked ``Trace("train", step_num=i)``: a trace with no input and no copies."""
+    import tensorflow as tf
+
+    a = tf.random.stateless_normal([SIZE, SIZE], seed=[7, 7]) / SIZE**0.5
+
+    @tf.function
+    def chain(m):
+        for _ in range(CHAIN):
+            m = tf.matmul(m, a)
+        return tf.reduce_sum(m)
+
+    chain(a).numpy()  # traced before the profile
+    tf.profiler.experimental.start(str(logdir))
+    try:
+        for i in range(TRACED_STEPS):
+            with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                chain(a).numpy()
+    finally:
+        tf.profiler.experimental.stop()
+
+
+def _judge_trace(answer: Any, logdir: Any) -> str:
+    from dtf import profiling
+
+    space = profiling.load(logdir)
+    table_ops, steps = profiling.ops(space), profiling.steps(space)
+    table = profiling.breakdown(table_ops, steps)
+    got = call_function(answer, str(logdir))
+    return judge_bottleneck(got, table, _summed_durations(table_ops, steps))
+
+
+@task(LAB, 7)
+def task7(answer: Any, logdir: Any) -> str:
+    """``find_bottleneck(logdir) -> (kind, share)``: the kind of time (a column of
+    ``dtf.profiling.breakdown``: compute, communication, input or idle) with the largest
+    share of the traced steps' total time in the trace under ``logdir``, and that share.
+    Judged on the lab's trace, then on a second trace that the checker captures
+    (:func:`compute_bound_trace`), so that only an answer read from the trace passes."""
+    import tempfile
+
+    from dtf import profiling
+
+    try:
+        profiling.load(logdir)
+    except (profiling.TraceError, TypeError) as error:
+        raise Wrong(
+            f"no trace to judge: {error}",
+            "run the cell that traces the slow step first, and pass its SLOW_TRACE",
+        ) from None
+    first = _judge_trace(answer, logdir)
+    with tempfile.TemporaryDirectory(prefix="lab05_check_") as other:
+        compute_bound_trace(other)
+        try:
+            second = _judge_trace(answer, other)
+        except Wrong as wrong:
+            raise Wrong(
+                "right for the lab's trace, but for a second trace (matrix products on one "
+                f"device, captured by the checker): {wrong.args[0]}",
+                "compute the answer from the trace under the logdir you are given, not from "
+                "this lab's step",
+            ) from None
+    return f"the slow step: {first}; a second trace, of matrix products: {second}"
