@@ -12,7 +12,9 @@ and only then imports the helper that does it:
 - ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
 - ``dtf.cluster``   real TensorFlow clusters of server processes on this machine
-- ``dtf.server``    the command-line server for one task (``python -m dtf.server``)
+- ``dtf.server``    the command-line server for one task (``python -m dtf.server``; code in
+                    ``dtf.cluster.server``)
+- ``dtf.supervise`` how every child process is started, tied to its parent, stopped and reaped
 - ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links
 - ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
 - ``dtf.scaling``   throughput measurements, one configuration per process

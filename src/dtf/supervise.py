@@ -15,7 +15,8 @@ through these functions:
   ``SIGKILL``, and reaps; :func:`stop_child` ends a child that stops when its standard input
   closes (a launcher), and kills its whole session if it does not;
 - :func:`describe_returncode` and :func:`log_tail` say how a child ended and what it
-  printed last, for error messages.
+  printed last, for error messages; :func:`make_folder` and :func:`remove_folder` own the
+  temporary folder of their logs (one a killed parent left behind is removed next time).
 
 The child side: :func:`watch_lifeline` exits a process when its parent is gone, however the
 parent died; :func:`set_parent_death_signal` asks Linux for ``SIGKILL`` at the parent's death;
@@ -36,10 +37,13 @@ from its main loop, while nothing runs (see :mod:`dtf.cluster` for why that is s
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -47,7 +51,7 @@ import warnings
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from dtf._jsonlines import commands, emit
+from dtf._jsonlines import commands, emit, read_events
 
 POSIX = os.name == "posix"
 #: Seconds a child may take to exit once killed before it counts as lost.
@@ -124,6 +128,23 @@ def start(
         )
 
 
+def start_fork_server(
+    module: str,
+    log: str | os.PathLike,
+    env: dict[str, str],
+    cond: threading.Condition,
+    on_event: Callable[[dict], None],
+) -> tuple[subprocess.Popen, threading.Thread]:
+    """Start ``python -m module``, a :func:`fork_server`, with :func:`start`, and a thread
+    that hands each of its events to ``on_event`` under ``cond`` (and wakes its waiters)."""
+    popen = start([sys.executable, "-m", module], log, env)
+    reader = threading.Thread(
+        target=read_events, args=(popen.stdout, cond, on_event), daemon=True, name=module
+    )
+    reader.start()
+    return popen, reader
+
+
 def wait_until(
     cond: threading.Condition,
     done: Callable[[], bool],
@@ -196,6 +217,69 @@ def stop_child(popen: subprocess.Popen, wait_s: float) -> None:
             popen.wait(EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             pass
+
+
+def make_folder(given: Path | None, prefix: str) -> Path:
+    """The folder of a group of children's logs: ``given`` (created if missing), or a new
+    temporary folder ``PREFIX<pid>-...`` that :func:`remove_folder` removes. Temporary
+    folders of this prefix whose process is gone without removing them (killed) go first."""
+    if given is not None:
+        given.mkdir(parents=True, exist_ok=True)
+        return given
+    import psutil
+
+    for path in Path(tempfile.gettempdir()).glob(f"{prefix}*-*"):
+        owner = path.name[len(prefix) :].split("-", 1)[0]
+        if owner.isdigit() and int(owner) != os.getpid() and not psutil.pid_exists(int(owner)):
+            shutil.rmtree(path, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{prefix}{os.getpid()}-"))
+
+
+def remove_folder(folder: Path | None, given: Path | None) -> None:
+    """Remove ``folder`` if :func:`make_folder` made it (not a folder the caller gave)."""
+    if folder is not None and given is None:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+class Supervisor:
+    """The life cycle of an object that starts processes (:class:`dtf.cluster.LocalCluster`,
+    :class:`dtf.multiworker.Launcher`): ``new``, ``starting``, ``running``, ``stopping``,
+    ``stopped``, once. A context manager whose ``stop()`` also runs at interpreter exit; a
+    subclass calls :meth:`_begin` first in ``start()`` and returns from ``stop()`` when
+    :meth:`_end` is false, then calls :meth:`_ended` last."""
+
+    _phase = "new"
+
+    def __enter__(self):
+        if self._phase == "new":
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        self.stop()
+        return False
+
+    @property
+    def running(self) -> bool:
+        return self._phase == "running"
+
+    def _begin(self, error: Exception) -> None:
+        """Enter ``starting`` (raise ``error`` unless new) and stop at interpreter exit."""
+        if self._phase != "new":
+            raise error
+        self._phase = "starting"
+        atexit.register(self.stop)
+
+    def _end(self) -> bool:
+        """Enter ``stopping`` if there is something to stop (starting or running)."""
+        if self._phase not in ("starting", "running"):
+            return False
+        self._phase = "stopping"
+        atexit.unregister(self.stop)
+        return True
+
+    def _ended(self) -> None:
+        self._phase = "stopped"
 
 
 # --------------------------------------------------------------------------- the child's side

@@ -41,7 +41,7 @@ Addresses: loopback by default
     :func:`dtf.cluster.exposure.firewall_rules` gives the firewall rule
     (:mod:`dtf.cluster.exposure`). A ``LocalCluster``
     starts only tasks whose host is this machine; tasks on other machines are started there
-    with the command-line server, ``python -m dtf.server`` (:mod:`dtf.server`), and excluded
+    with the command-line server, ``python -m dtf.server`` (:mod:`dtf.cluster.server`), and excluded
     here. ``command_prefix={"worker/0": ["ip", "netns", "exec", "ns0"], ...}`` starts a task's
     server under a command instead (``spawn`` only): :mod:`dtf.netns` uses it to run each task
     in a network namespace of its own, at its own address, as on separate machines.
@@ -75,7 +75,8 @@ Life and death of the servers
     reaches end of file, which happens however the parent dies. On Linux the forked servers
     also ask the kernel for ``SIGKILL`` when the launcher dies (``PR_SET_PDEATHSIG``). The
     servers run in their own session, so a Ctrl-C in a terminal reaches only the client,
-    which then stops them.
+    which then stops them. All of this is :mod:`dtf.supervise`, which the multi-worker
+    launcher (:mod:`dtf.multiworker`) shares: the launcher is its ``fork_server``.
 
 Nothing hangs
     :meth:`LocalCluster.start` waits for every task's ready report at most

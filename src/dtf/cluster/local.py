@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import atexit
 import json
 import numbers
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -19,7 +16,6 @@ from pathlib import Path
 import psutil
 
 from dtf import supervise
-from dtf._jsonlines import read_events
 from dtf.cluster import env as cluster_env
 from dtf.cluster import exposure, server
 from dtf.cluster._launcher import STOP_GRACE_S as _LAUNCHER_GRACE_S
@@ -95,7 +91,7 @@ class _TaskState:
         return self.returncode is not None or self.error_kind is not None
 
 
-class LocalCluster:
+class LocalCluster(supervise.Supervisor):
     """Start a TensorFlow cluster of real server processes on this machine.
 
     ``spec``: ``{"worker": 2, "ps": 1}`` (free ports on ``host``), ``{"worker":
@@ -227,21 +223,11 @@ class LocalCluster:
         self._launcher_reader: threading.Thread | None = None
         self._launcher_loaded: float | None = None
         self._log_dir: Path | None = None
-        self._phase = "new"
         self._seq = 0
         self.startup_s: float | None = None
         self.import_s: float | None = None
 
     # ------------------------------------------------------------------ life cycle
-
-    def __enter__(self) -> LocalCluster:
-        if self._phase == "new":
-            self.start()
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.stop()
-        return False
 
     def start(self) -> LocalCluster:
         """Start every task's server and wait until all are ready; returns ``self``.
@@ -249,12 +235,11 @@ class LocalCluster:
         Raises :class:`PortInUseError`, :class:`TaskFailedError` or
         :class:`ReadyTimeoutError` (after stopping whatever it started).
         """
-        if self._phase != "new":
-            raise ClusterError(
+        self._begin(
+            ClusterError(
                 f"this LocalCluster is {self._phase}; a cluster starts once: create a new one."
             )
-        self._phase = "starting"
-        atexit.register(self.stop)
+        )
         cluster_env.apply_grpc_options()  # keepalive for this process's clients too (issue 19)
         began = time.monotonic()
         deadline = began + self.ready_timeout
@@ -262,12 +247,7 @@ class LocalCluster:
             for port, task in self._explicit_ports.items():
                 if port_in_use(port):
                     raise PortInUseError(task, port)
-            if self._user_log_dir is not None:
-                self._user_log_dir.mkdir(parents=True, exist_ok=True)
-                self._log_dir = self._user_log_dir
-            else:
-                _remove_orphaned_log_dirs()
-                self._log_dir = Path(tempfile.mkdtemp(prefix=f"{_LOG_PREFIX}{os.getpid()}-"))
+            self._log_dir = supervise.make_folder(self._user_log_dir, _LOG_PREFIX)
             if self.start_method == "fork":
                 self._start_launcher(deadline)
             for attempt in range(1, PORT_ATTEMPTS + 1):
@@ -297,24 +277,17 @@ class LocalCluster:
 
     def stop(self) -> None:
         """Stop every process this cluster started (``SIGTERM``, then ``SIGKILL``)."""
-        if self._phase in ("new", "stopped", "stopping"):
+        if not self._end():
             return
-        self._phase = "stopping"
-        atexit.unregister(self.stop)
         try:
             if self._launcher is not None:
                 self._stop_launcher()
             self._stop_tasks(list(self._states))
         finally:
-            if self._log_dir is not None and self._user_log_dir is None:
-                shutil.rmtree(self._log_dir, ignore_errors=True)
-            self._phase = "stopped"
+            supervise.remove_folder(self._log_dir, self._user_log_dir)
+            self._ended()
 
     # ------------------------------------------------------------------ what a client needs
-
-    @property
-    def running(self) -> bool:
-        return self._phase == "running"
 
     def as_dict(self) -> dict[str, list[str]]:
         """The cluster as ``{job: ["host:port", ...]}`` (ports are known once it started)."""
@@ -496,18 +469,13 @@ class LocalCluster:
     # ------------------------------------------------------------------ internals: processes
 
     def _start_launcher(self, deadline: float) -> None:
-        self._launcher = supervise.start(
-            [sys.executable, "-m", "dtf.cluster._launcher"],
+        self._launcher, self._launcher_reader = supervise.start_fork_server(
+            "dtf.cluster._launcher",
             self._log_dir / "launcher.log",
             cluster_env.server_env(),
+            self._cond,
+            self._on_event,
         )
-        self._launcher_reader = threading.Thread(
-            target=self._read_launcher,
-            args=(self._launcher.stdout,),
-            daemon=True,
-            name="dtf-cluster-launcher",
-        )
-        self._launcher_reader.start()
         launcher = self._launcher
 
         def check() -> None:
@@ -581,9 +549,6 @@ class LocalCluster:
             name=f"dtf-cluster-{task.job}-{task.index}",
         )
         state.reader.start()
-
-    def _read_launcher(self, stream) -> None:
-        read_events(stream, self._cond, self._on_event)
 
     def _on_event(self, event: dict) -> None:
         kind = event.get("event")
@@ -805,17 +770,6 @@ def _process_status(process: psutil.Process | None) -> str:
     if status == psutil.STATUS_STOPPED:
         return "stopped (by SIGSTOP or Ctrl-Z: SIGCONT resumes it)"
     return f"{status} (frozen or too busy to answer)"
-
-
-def _remove_orphaned_log_dirs() -> None:
-    """Remove temporary log folders whose cluster's process is gone without stopping it
-    (killed): the folder name holds that process's id."""
-    root = Path(tempfile.gettempdir())
-    for path in root.glob(f"{_LOG_PREFIX}*-*"):
-        owner = path.name[len(_LOG_PREFIX) :].split("-", 1)[0]
-        if not owner.isdigit() or int(owner) == os.getpid() or psutil.pid_exists(int(owner)):
-            continue
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _command_prefixes(prefixes, jobs) -> dict[Task, tuple[str, ...]]:

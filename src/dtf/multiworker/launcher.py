@@ -3,14 +3,11 @@ and provokes them (see :mod:`dtf.multiworker`)."""
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -299,17 +296,12 @@ class WorkerRun:
         if returncode > 0 and returncode != EXIT_PREEMPTED and self._last_error(task) is None:
             kept = tail_lines(self.dir / f"worker-{task}.log")
             message = kept[-1] if kept else f"{describe_returncode(returncode)}, log empty"
-            self.events.append(
-                {
-                    "event": "error",
-                    "run": self.number,
-                    "task": task,
-                    "t": time.monotonic(),
-                    "error": "Exit",
-                    "message": message,
-                    "lines": kept,
-                }
-            )
+            self._add_error(task, "Exit", message, lines=kept)
+
+    def _add_error(self, task: int, error: str, message: str, **fields) -> None:
+        """An ``error`` event for worker ``task`` that the launcher saw, not the worker."""
+        event = {"event": "error", "run": self.number, "task": task, "t": time.monotonic()}
+        self.events.append({**event, "error": error, "message": message, **fields})
 
     def _enforce_deadline(self) -> None:
         """Kill the workers still running at the run's deadline (a thread of the launcher:
@@ -333,16 +325,7 @@ class WorkerRun:
                 f"killed by the launcher{f'; already exited: {gone}' if gone else ''}"
             )
             for task in late:
-                self.events.append(
-                    {
-                        "event": "error",
-                        "run": self.number,
-                        "task": task,
-                        "t": time.monotonic(),
-                        "error": "Deadline",
-                        "message": message,
-                    }
-                )
+                self._add_error(task, "Deadline", message)
         self.stop()
 
     def __repr__(self) -> str:
@@ -350,7 +333,7 @@ class WorkerRun:
         return f"WorkerRun({self.number}, {self.num_workers} workers, {state})"
 
 
-class Launcher:
+class Launcher(supervise.Supervisor):
     """Starts the worker processes of multi-worker runs (see the module docstring).
 
     ``start(wait=False)`` returns at once while the launcher imports TensorFlow (a notebook
@@ -384,18 +367,8 @@ class Launcher:
         self._reader: threading.Thread | None = None
         self._runs: list[WorkerRun] = []
         self._loaded_s: float | None = None
-        self._phase = "new"
         self._started_at: float | None = None
         self.metadata_ip = f"{DEFAULT_HOST}:{free_ports(1)[0]}"  # refused at once: not a cloud
-
-    def __enter__(self) -> Launcher:
-        if self._phase == "new":
-            self.start()
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.stop()
-        return False
 
     @property
     def pid(self) -> int | None:
@@ -407,28 +380,14 @@ class Launcher:
         return self._loaded_s
 
     def start(self, wait: bool = True) -> Launcher:
-        if self._phase != "new":
-            raise WorkerError(f"this Launcher is {self._phase}; create a new one.")
-        self._phase = "running"
-        atexit.register(self.stop)
-        if self._user_workdir is not None:
-            self._user_workdir.mkdir(parents=True, exist_ok=True)
-            self.workdir = self._user_workdir
-        else:
-            _remove_orphaned_workdirs()
-            self.workdir = Path(tempfile.mkdtemp(prefix=f"{_WORKDIR_PREFIX}{os.getpid()}-"))
+        self._begin(WorkerError(f"this Launcher is {self._phase}; create a new one."))
+        self._phase = "running"  # waits and runs may begin while it imports TensorFlow
+        self.workdir = supervise.make_folder(self._user_workdir, _WORKDIR_PREFIX)
         self._started_at = time.monotonic()
         if self.start_method == "fork":
-            self._process = supervise.start(
-                [sys.executable, "-m", _MODULE], self.workdir / "launcher.log", _env()
+            self._process, self._reader = supervise.start_fork_server(
+                _MODULE, self.workdir / "launcher.log", _env(), self._cond, self._on_event
             )
-            self._reader = threading.Thread(
-                target=self._read,
-                args=(self._process.stdout,),
-                daemon=True,
-                name="dtf-multiworker-launcher",
-            )
-            self._reader.start()
         else:
             self._loaded_s = 0.0
         if wait:
@@ -570,10 +529,8 @@ class Launcher:
         that lingers), and remove the temporary folder of the runs."""
         import psutil
 
-        if self._phase != "running":
+        if not self._end():
             return
-        self._phase = "stopping"
-        atexit.unregister(self.stop)
         try:
             workers = []
             for pid in self.pids[1:] if self._process is not None else self.pids:
@@ -603,13 +560,8 @@ class Launcher:
                         if stream is not None:
                             stream.close()
         finally:
-            if self.workdir is not None and self._user_workdir is None:
-                shutil.rmtree(self.workdir, ignore_errors=True)
-            self._phase = "stopped"
-
-    @property
-    def running(self) -> bool:
-        return self._phase == "running"
+            supervise.remove_folder(self.workdir, self._user_workdir)
+            self._ended()
 
     @property
     def pids(self) -> list[int]:
@@ -621,14 +573,3 @@ class Launcher:
     def __repr__(self) -> str:
         ready = f", TensorFlow imported in {self._loaded_s:.1f} s" if self._loaded_s else ""
         return f"Launcher({self.start_method}, {self._phase}{ready})"
-
-
-def _remove_orphaned_workdirs() -> None:
-    """Remove the temporary folders of launchers whose process is gone without stopping
-    them (a killed kernel): the folder name holds that process's id."""
-    import psutil
-
-    for path in Path(tempfile.gettempdir()).glob(f"{_WORKDIR_PREFIX}*-*"):
-        owner = path.name[len(_WORKDIR_PREFIX) :].split("-", 1)[0]
-        if owner.isdigit() and int(owner) != os.getpid() and not psutil.pid_exists(int(owner)):
-            shutil.rmtree(path, ignore_errors=True)
