@@ -81,6 +81,21 @@ TERMS = [
         r"(?i)coordination service",
         (r"\*coordination service\*, a service in the chief's TensorFlow runtime",),
     ),
+    Term(
+        "XSpace",
+        r"XSpace",
+        (r"\*\*`XSpace`\*\*, a protocol buffer",),
+    ),
+    Term(
+        "SPMD",
+        r"SPMD",
+        (r"\*SPMD\*, single program, multiple data",),
+    ),
+    Term(
+        "device mesh",
+        r"(?i)device mesh",
+        (r"\*device mesh\*, an array of devices with a name for each axis",),
+    ),
 ]
 
 

@@ -82,6 +82,12 @@ LESSON_APIS = {
         "input_context.",
         "tf.distribute.InputOptions(",
     ],
+    "12b_profiling_steps": [
+        "tf.profiler.experimental.start(",
+        "tf.profiler.experimental.stop()",
+        "tf.profiler.experimental.Trace(",
+        "xplane_pb2.XSpace()",
+    ],
     "13_hosts_on_one_machine": ["tf.train.ClusterSpec(", "tf.distribute.Server(", "tf.device("],
     "13b_cut_cable": [
         "TF_GRPC_DEFAULT_OPTIONS",
@@ -89,6 +95,16 @@ LESSON_APIS = {
         "RunOptions(timeout_in_ms=",
     ],
     "13c_open_door_and_deployment": ["tf.io.read_file(", "tf.compat.v1.Session(", "device_filters"],
+    # Keras 3 on JAX: its lesson is keras.distribution and where JAX puts the pieces.
+    "15_keras3_on_jax": [
+        'os.environ["KERAS_BACKEND"] = "jax"',
+        "xla_force_host_platform_device_count",
+        "keras.distribution.DataParallel(",
+        "keras.distribution.DeviceMesh(",
+        "keras.distribution.LayoutMap(",
+        "keras.distribution.ModelParallel(",
+        ".addressable_shards",
+    ],
 }
 
 

@@ -61,12 +61,52 @@ def test_template(path):
     setup_md = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## Setup"))
     assert tagged[0] < setup_md, "parameters come before Setup"
     setup_code = next(c for c in nb.cells[setup_md:] if c.cell_type == "code").source
+    if JAX_BACKEND in setup_code:
+        check_jax_setup(nb, setup_code)
+        return
     assert "quiet.quiet(" in setup_code and "import tensorflow" in setup_code  # any level
     assert setup_code.index("quiet.quiet(") < setup_code.index("import tensorflow"), (
         "TensorFlow's log settings must be set before it is imported"
     )
     before = "\n".join(c.source for c in nb.cells[:setup_md] if c.cell_type == "code")
     assert "import tensorflow" not in before
+
+
+# The one declared exception to the Setup template: a notebook that runs Keras 3 on JAX
+# (notebook 15) in its own kernel. It never imports TensorFlow, so it has nothing for
+# quiet() to silence; instead Keras' backend and XLA's host device count, both read once per
+# process, must be set before Keras and JAX are imported.
+JAX_BACKEND = 'os.environ["KERAS_BACKEND"] = "jax"'
+TF_IMPORT = re.compile(r"^\s*(import tensorflow|from tensorflow)\b", re.M)
+
+
+def check_jax_setup(nb, setup_code):
+    for setting in ('os.environ["KERAS_BACKEND"]', 'os.environ["XLA_FLAGS"]'):
+        assert setting in setup_code, f"Setup must set {setting}"
+        for module in ("import keras", "import jax"):
+            statement = re.search(rf"^{module}\b", setup_code, re.M)  # a statement, not a comment
+            assert statement, f"Setup must {module}"
+            assert setup_code.index(setting) < statement.start(), (
+                f"{setting} must be set before `{module}`: it is read once per process"
+            )
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert not TF_IMPORT.search(code), "a Keras-on-JAX notebook must not import TensorFlow"
+
+
+def test_the_jax_setup_check_fails_on_a_late_backend_or_a_tensorflow_import():
+    """The exception is a check of its own, not a way around the template."""
+    good = (
+        'import os\n\nos.environ["KERAS_BACKEND"] = "jax"\nos.environ["XLA_FLAGS"] = "x"\n'
+        "import jax\nimport keras\n"
+    )
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(good)])
+    check_jax_setup(nb, good)
+    late = "import keras\n" + good  # Keras imported before its backend is chosen
+    with pytest.raises(AssertionError, match="before `import keras`"):
+        check_jax_setup(nb, late)
+    nb.cells.append(nbformat.v4.new_code_cell("import tensorflow as tf"))
+    with pytest.raises(AssertionError, match="must not import TensorFlow"):
+        check_jax_setup(nb, good)
 
 
 @pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.name)
