@@ -18,12 +18,59 @@ from __future__ import annotations
 
 import enum
 
+import numpy as np
 import pytest
 
 from tests.checks_worker import worker_fixture
 
+#: Task 7: a trace of an input-bound step (8 examples of 2 ms of Python each per step),
+#: captured once, by the first case that asks for it.
+LAB_TRACE_SETUP = """
+import tempfile
+import time
+
+_traces = {}
+
+
+def lab_trace():
+    if "input" in _traces:
+        return _traces["input"]
+
+    def slow(v):
+        began = time.perf_counter()
+        while time.perf_counter() - began < 0.002:
+            pass
+        return v
+
+    def slow_map(v):
+        v = tf.py_function(slow, [v], tf.float32)
+        v.set_shape([4])
+        return v
+
+    data = tf.data.Dataset.from_tensors(tf.ones([4])).repeat().map(slow_map).batch(8)
+    batches = {"it": iter(data)}
+
+    @tf.function
+    def step(it):
+        return tf.reduce_sum(next(it))
+
+    logdir = tempfile.mkdtemp(prefix="lab05_test_trace_")
+    step(batches["it"]).numpy()
+    tf.profiler.experimental.start(logdir)
+    try:
+        for i in range(3):
+            with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                step(batches["it"]).numpy()
+    finally:
+        tf.profiler.experimental.stop()
+    batches.clear()  # a py_function iterator left to interpreter exit can hang it
+    _traces["input"] = logdir
+    return logdir
+"""
+
 tf_worker = worker_fixture(
-    num_devices=2, setup="strategy = tf.distribute.MirroredStrategy(D)\nimport keras\n"
+    num_devices=2,
+    setup="strategy = tf.distribute.MirroredStrategy(D)\nimport keras\n" + LAB_TRACE_SETUP,
 )
 
 STUB = "def stub(*args):\n    raise NotImplementedError\n"
@@ -816,7 +863,7 @@ def test_task6_malformed_and_not_attempted() -> None:
 
 
 def test_task6_rules_follow_the_measured_file_split() -> None:
-    """FILE gives file i to worker i mod N (notebook 11b): the shares the rules use."""
+    """FILE gives file i to worker i mod N (notebook 11d): the shares the rules use."""
     from dtf.checks import lab05
 
     assert lab05.file_shares([8, 12, 16, 20], 2) == [24, 32]
@@ -826,3 +873,138 @@ def test_task6_rules_follow_the_measured_file_split() -> None:
         assert accepted, key  # every layout has an answer
         if layout["source"] == "memory" or len(layout["records"]) < layout["workers"]:
             assert "FILE" not in accepted and "AUTO" not in accepted, key
+
+
+# --------------------------------------------------------------------------- task 7
+
+FIND_BOTTLENECK = """
+from dtf import profiling
+
+
+def find_bottleneck(logdir):  # the solution
+    space = profiling.load(logdir)
+    table = profiling.breakdown(profiling.ops(space), profiling.steps(space))
+    shares = profiling.shares(table)
+    kind = shares.idxmax()
+    return kind, float(shares[kind])
+
+
+def in_milliseconds(logdir):  # the kind's milliseconds, not its share
+    space = profiling.load(logdir)
+    table = profiling.breakdown(profiling.ops(space), profiling.steps(space))
+    kind = profiling.shares(table).idxmax()
+    return kind, float(table[kind].sum())
+"""
+
+
+def _breakdown(rows):
+    import pandas as pd
+
+    table = pd.DataFrame(rows, columns=["compute", "communication", "input", "idle"])
+    table["step_ms"] = table.sum(axis=1)
+    table.index.name = "step"
+    return table
+
+
+#: Two steps: input 12 of 20 ms (0.6), compute 4 (0.2), communication 1, idle 3.
+INPUT_BOUND = [[1.0, 0.5, 7.0, 1.5], [3.0, 0.5, 5.0, 1.5]]
+
+
+def test_task7_judge_accepts_the_traces_answer() -> None:
+    """The bottleneck is the largest share over all steps, within SHARE_TOLERANCE."""
+    from dtf.checks import lab05
+
+    table = _breakdown(INPUT_BOUND)
+    assert lab05.bottleneck(table) == ("input", pytest.approx(0.6))
+    assert "input, 60%" in lab05.judge_bottleneck(("input", 0.605), table)
+    assert "input" in lab05.judge_bottleneck(["input", np.float32(0.6)], table)
+
+
+@pytest.mark.parametrize(
+    "got, summed, fragments",
+    [
+        (
+            ("compute", 0.2),
+            {"compute": 50.0, "communication": 1.0, "input": 12.0},
+            ["compute is 20% of the steps' time, not the largest", "added up the ops' durations"],
+        ),
+        (
+            ("communication", 0.05),
+            None,
+            ["communication is 5%", "the largest share of the traced steps' total time"],
+        ),
+        (("input", 12.0), None, ["your share of input, 12.000", "between 0 and 1"]),
+        (("input", 0.7), None, ["share in one step; take every traced step"]),  # step 0: 7/10
+        (("input", 0.45), None, ["divided by the sum of the steps' step_ms"]),
+        ("input", None, ["expected a pair (kind, share)"]),
+        (("bandwidth", 0.6), None, ["expected a kind of time, got 'bandwidth'"]),
+        (("input", "most"), None, ["expected the share as a number"]),
+    ],
+)
+def test_task7_judge_names_the_mistake_not_the_answer(got, summed, fragments) -> None:
+    from dtf.checks import lab05
+    from dtf.checks.core import Wrong
+
+    with pytest.raises(Wrong) as caught:
+        lab05.judge_bottleneck(got, _breakdown(INPUT_BOUND), summed)
+    message = f"{caught.value.detail} {caught.value.hint}"
+    for fragment in fragments:
+        assert fragment in message, message
+    if isinstance(got, tuple) and got[0] in ("compute", "communication"):  # a wrong kind:
+        # the message never names the right one
+        assert "input" not in caught.value.detail, message
+
+
+def test_task7_idle_counts() -> None:
+    """When no op runs most of the time, the answer is idle, and forgetting it is named."""
+    from dtf.checks import lab05
+    from dtf.checks.core import Wrong
+
+    table = _breakdown([[2.0, 0.0, 1.0, 7.0]])
+    assert lab05.bottleneck(table) == ("idle", pytest.approx(0.7))
+    with pytest.raises(Wrong, match="in this trace compute is 20%") as caught:
+        lab05.judge_bottleneck(("compute", 0.2), table)
+    assert "idle included" in caught.value.hint
+
+
+@pytest.mark.slow
+def test_task7_right_on_both_traces(tf_worker) -> None:
+    """The solution is right on the lab's (input-bound) trace and on the checker's own."""
+    outcome = verdict_of(
+        tf_worker, FIND_BOTTLENECK + "verdict = checks.lab05.task7(find_bottleneck, lab_trace())"
+    )
+    assert_verdict(outcome, "correct", ["the slow step: input", "a second trace, of matrix"])
+
+
+@pytest.mark.slow
+def test_task7_wrong(tf_worker) -> None:
+    """An answer fixed in advance passes the lab's trace but not the checker's own; a share in
+    milliseconds is named; a stub is not attempted; no trace is said so."""
+    hard_coded = (
+        "fixed = checks.lab05.trace_bottleneck(lab_trace())\n"
+        "verdict = checks.lab05.task7(lambda logdir: fixed, lab_trace())"
+    )
+    assert_verdict(
+        verdict_of(tf_worker, hard_coded),
+        "wrong",
+        ["right for the lab's trace, but for a second trace", "not from this lab's step"],
+    )
+    assert_verdict(
+        verdict_of(
+            tf_worker,
+            FIND_BOTTLENECK + "verdict = checks.lab05.task7(in_milliseconds, lab_trace())",
+        ),
+        "wrong",
+        ["between 0 and 1"],
+    )
+    assert_verdict(
+        verdict_of(tf_worker, STUB + "verdict = checks.lab05.task7(stub, lab_trace())"),
+        "not attempted",
+    )
+    assert_verdict(
+        verdict_of(
+            tf_worker, FIND_BOTTLENECK + "verdict = checks.lab05.task7(find_bottleneck, '/nowhere')"
+        ),
+        "wrong",
+        ["no trace to judge", "run the cell that traces the slow step first"],
+    )

@@ -12,7 +12,7 @@
    single-device steps from the same initial weights on the same global batches;
 5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way;
 6. :func:`task6`: a decision, no code to run: the auto-shard policy for each of several
-   layouts of files or arrays on several workers, judged by the rules notebook 11b measured
+   layouts of files or arrays on several workers, judged by the rules notebooks 11d and 11e measured
    (:func:`policy_outcome`);
 7. :func:`task7`: a diagnosis: the bottleneck of a deliberately slow step, and its share of
    the step's time, read from the step's ``tf.profiler`` trace (notebook 12b); judged against
@@ -908,7 +908,7 @@ def describe_layout(key: str) -> str:
 
 def file_shares(records: Sequence[int], workers: int) -> list[int]:
     """The records each worker receives under FILE: file ``i`` goes to worker
-    ``i mod workers`` (measured in notebook 11b)."""
+    ``i mod workers`` (measured in notebook 11d)."""
     shares = [0] * workers
     for i, n in enumerate(records):
         shares[i % workers] += n
@@ -917,8 +917,8 @@ def file_shares(records: Sequence[int], workers: int) -> list[int]:
 
 def policy_outcome(key: str, policy: str) -> tuple[bool, str]:
     """``(acceptable, what happens)`` with ``policy`` for layout ``key``, by the rules
-    notebook 11b measured with TensorFlow 2.21: FILE gives whole files, file ``i`` to worker
-    ``i mod N``, and fails with fewer files than workers (``InvalidArgumentError``) or
+    notebooks 11d and 11e measured with TensorFlow 2.21: FILE gives whole files, file ``i``
+    to worker ``i mod N``, and fails with fewer files than workers (``InvalidArgumentError``) or
     without files; DATA makes every worker read everything and keep its part; OFF gives
     every worker everything; AUTO is FILE when the pipeline starts from files and FILE can
     apply, otherwise a silent fallback to DATA."""
@@ -950,7 +950,7 @@ def policy_outcome(key: str, policy: str) -> tuple[bool, str]:
         return False, (
             "FILE divides files, and a pipeline that starts from from_tensor_slices has "
             "none: TensorFlow cannot apply it ('Found an unshardable source dataset', the "
-            "reason AUTO's fallback gives in notebook 11b)"
+            "reason AUTO's fallback gives in notebook 11e)"
         )
     if policy == "FILE" and not can_file:
         return False, (
@@ -1021,7 +1021,8 @@ def task6(answer: Any) -> str:
         raise Wrong(
             f"for layout {key!r} ({describe_layout(key)}), {name}: {why}{more}",
             "for each layout, ask what each worker would read and receive under your policy, "
-            "and whether that meets the layout's goal (notebook 11b, sections 5 and 6)",
+            "and whether that meets the layout's goal (notebook 11d, section 5, and 11e, "
+            "sections 5 and 6)",
         )
     chosen = ", ".join(f"{k}: {_policy_name(v)}" for k, v in got.items() if k in SHARDING_LAYOUTS)
     return f"every layout gets a policy that meets its goal ({chosen})"
