@@ -293,11 +293,11 @@ def draw_model_vs_data_parallel(fig_path: Path) -> None:
 
 
 def draw_parameter_layouts(fig_path: Path) -> None:
-    """03: where the variables of a data-parallel step live, and what travels each step."""
+    """03b: where the variables of a data-parallel step live, and what travels each step."""
     fig, axes = canvas(12.0, 4.4, ncols=3)
     titles = [
-        ("Parameters on the CPU", "cifar10_multi_gpu_train.py; notebook 03, section 5"),
-        ("Parameters spread over the devices", "notebook 03, section 7"),
+        ("Parameters on the CPU", "cifar10_multi_gpu_train.py; notebook 03b, section 1"),
+        ("Parameters spread over the devices", "notebook 03b, section 3"),
         ("A copy on every device", "MirroredStrategy (later in the course)"),
     ]
     for ax, (title, where) in zip(axes, titles, strict=True):
