@@ -160,6 +160,7 @@ def trace(folder, step):
 
 
 space, ops, steps, table, walls = trace("devices", lambda: two_devices(x).numpy())
+ops_devices = ops
 out["planes"] = [p.name for p in space.planes]
 out["steps"] = steps["step"].tolist()
 out["walls"] = walls
@@ -209,6 +210,14 @@ def fed_step(it):
 
 _, ops, steps, table, walls = trace("input", lambda: fed_step(it).numpy())
 out["input_shares"] = profiling.shares(table).to_dict()
+try:
+    viewer = profiling.trace_viewer_events(profiling.trace_files(f"{logdir}/devices")[-1])
+    out["viewer_matmuls"] = sum(
+        1 for e in viewer if e.get("args", {}).get("long_name", "").endswith(":MatMul")
+    )
+except ImportError:  # no xprof here (Linux aarch64)
+    out["viewer_matmuls"] = None
+out["our_matmuls"] = int((ops_devices["op"] == "MatMul").sum())
 out["input_walls"] = walls
 out["input_step_ms"] = table["step_ms"].tolist()
 del it  # an iterator over a py_function left to interpreter exit can hang it (measured)
@@ -257,6 +266,15 @@ def test_an_input_bound_step_waits_for_its_input(result):
     assert shares["input"] > 0.8, shares
     assert sum(shares.values()) == pytest.approx(1.0)
     assert min(result["input_step_ms"]) > 8 * 5 * 0.9
+
+
+@pytest.mark.slow
+def test_the_profile_plugin_reads_the_same_ops(result):
+    """xprof's trace viewer conversion of the same file has the same MatMuls (skipped where
+    xprof is not installed: it has no Linux aarch64 wheel)."""
+    if result["viewer_matmuls"] is None:
+        pytest.skip("xprof is not installed")
+    assert result["viewer_matmuls"] == result["our_matmuls"] == 6
 
 
 @pytest.mark.slow

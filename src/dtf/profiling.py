@@ -18,11 +18,14 @@ into tables (used by notebook 12b and lab 05's checker):
 - :func:`steps` lists the step markers, ``tf.profiler.experimental.Trace(name, step_num=i)``;
 - :func:`breakdown` splits each step's time into compute, communication, input and idle
   (no op running: Python, dispatch, waiting), each moment counted once;
-- :func:`plot_step` draws one step's timeline, one row per thread.
+- :func:`plot_step` draws one step's timeline, one row per thread;
+- :func:`trace_viewer_events` converts a trace with TensorBoard's profile plugin (``xprof``),
+  as its trace viewer does, to check that the plugin reads what this module reads.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -296,3 +299,25 @@ def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None
     ax.set_title(title, fontsize=9)
     handles = [Patch(color=c, label=k) for k, c in COLORS.items()]
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+
+
+def trace_viewer_events(path: str | os.PathLike) -> list[dict]:
+    """The events of the ``.xplane.pb`` file ``path`` as the profile plugin's trace viewer
+    gets them (``xprof.convert.raw_to_tool_data``, tool ``trace_viewer``): one dict per event,
+    an op's ``"name:Type"`` in ``args["long_name"]``. The plugin's C++ library logs to file
+    descriptor 2, which TensorFlow's log settings do not reach: silenced during the call.
+
+    Raises:
+        ImportError: ``xprof`` is not installed (it has no Linux aarch64 wheel).
+    """
+    from xprof.convert import raw_to_tool_data
+
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            converted, _ = raw_to_tool_data.xspace_to_tool_data([str(path)], "trace_viewer", {})
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    return json.loads(converted)["traceEvents"]
