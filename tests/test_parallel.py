@@ -1,7 +1,7 @@
-"""Tests for ``dtf.parallel`` and ``dtf.pipeline`` (generated from notebook 04's cells): layer
-groups, the GPipe schedule and its bubble, byte counts against hand-computed values, stages
-whose variables and backward passes live on their own devices, and a pipeline that computes
-the model-parallel (and data-parallel) gradients.
+"""Tests for ``dtf.parallel``, ``dtf.model_parallel`` and ``dtf.pipeline`` (generated from the
+cells of notebooks 04 and 04b): layer groups, the GPipe schedule and its bubble, byte counts
+against hand-computed values, stages whose variables and backward passes live on their own
+devices, and a pipeline that computes the model-parallel (and data-parallel) gradients.
 
 Shapes, schedules and argument checks run in this process without TensorFlow. Everything that
 runs TensorFlow (``dtf.pipeline`` imports it) runs in one fresh interpreter with three logical
@@ -371,8 +371,8 @@ def result() -> dict:
 
 @pytest.mark.slow
 def test_bad_arguments_of_the_notebooks_functions_fail_before_any_op(result):
-    """The step builders and gradient functions written in notebook 04 check their arguments
-    (with ``dtf.parallel``'s checks) before they build anything."""
+    """The step builders and gradient functions written in notebooks 04 and 04b check their
+    arguments (with ``dtf.parallel``'s checks) before they build anything."""
     expected = [
         "ValueError: stages is empty",
         "ValueError: micro_batches must be at least 1",

@@ -209,7 +209,7 @@ r["mirrored_type"] = type(b.weights[0].value).__name__
 r["copies_diff"] = S.replica_copies_difference(b)
 r["copies"] = len(b.weights[0].value.values)
 
-# make_dataset: full batches, notebook 03's order, the same for every iterator
+# make_dataset: full batches, notebook 03b's order, the same for every iterator
 G = 48
 d = S.make_dataset(ds.x_train, ds.y_train, G, epochs=2, seed=3)
 spe = S.steps_per_epoch(len(ds.x_train), G)

@@ -1,7 +1,7 @@
 """In-graph replication ("towers"): one model copy per device, gradients averaged, one update.
 
 This is the design of TensorFlow 1's ``cifar10_multi_gpu_train.py``, written for TF2 in a
-handful of plain functions (notebook 03 builds the same thing by hand first)::
+handful of plain functions (notebook 03b builds the same thing by hand first)::
 
     global batch ──split──► tower 0 on device 0: loss, gradients ─┐
                       └───► tower 1 on device 1: loss, gradients ─┴─► average on the

@@ -1,6 +1,6 @@
 """Checkers of Lab 07 · From a cluster file to a deployment (``labs/07_deployment_lab.ipynb``).
 
-The lab practises the last section of notebook 13 (``dtf.deploy``: one cluster file, many
+The lab practises the last section of notebook 13c (``dtf.deploy``: one cluster file, many
 deployments) and the ``TF_CONFIG`` of notebooks 07 and 11. Nothing here starts a server,
 touches the network or needs root. A ``TF_CONFIG`` is checked by TensorFlow itself: it goes
 into the environment for the check only (:func:`tf_config_environment`), TensorFlow's
@@ -1010,7 +1010,7 @@ def task6(answer: Any, name: str, port: int) -> str:
                 f"for case {case!r}: the field {field!r} of {manifest} is as a working "
                 "deployment needs it; another field of that manifest is not",
                 "compare that manifest's fields with what multi-worker training needs from "
-                "it (notebook 13, section 8, and the Indexed Jobs' docstring, "
+                "it (notebook 13c, section 4, and the Indexed Jobs' docstring, "
                 "help(deploy.indexed_jobs))",
             )
     return (
