@@ -1,7 +1,8 @@
 """Helpers for ``tf.distribute.MirroredStrategy`` notebooks: one model, one input pipeline,
 and the checks that show what the strategy did.
 
-Notebook 09 writes each of these by hand first; notebook 10 (and later ones) import them:
+Notebook 09 writes the model and the batches by hand first, part 09b the all-reduce's name;
+from part 09b on the notebooks import them:
 
 - :func:`build_cnn`: the small CNN of *How to use multiple GPUs in TensorFlow* (two
   convolutions with max pooling, a softmax layer), with seeded initialisers so that every
