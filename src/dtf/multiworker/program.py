@@ -19,8 +19,6 @@ HIDDEN_UNITS = 32
 
 
 def global_batches(x, y, global_batch, seed, skip=0):
-    # The same stream on every worker; `skip` leaves out the batches a restored run has
-    # trained on already (a checkpoint does not hold the position in the data).
     import tensorflow as tf
 
     ds = tf.data.Dataset.from_tensor_slices((x, y))
@@ -69,7 +67,6 @@ def make_optimizer(config):
 
 
 def make_train_step(strategy, model, optimizer, global_batch):
-    # One training step, a tf.function of a distributed iterator; returns the loss.
     import keras
     import tensorflow as tf
 
