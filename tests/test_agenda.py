@@ -201,7 +201,7 @@ def test_the_committed_run_times_say_where_they_come_from(times):
 def test_course_order_puts_a_lab_after_its_tutorial(items):
     labels = [i.label for i in items]
     lab01 = labels.index("Lab 01")
-    assert items[lab01 - 1].path.name.startswith("02_")  # after the last tutorial it practises
+    assert items[lab01 - 1].path.name.startswith("02b_")  # after the last tutorial it practises
     assert "(labs/01_masking_placement_lab.ipynb)" in guide_text()  # the student lab is linked
 
 
