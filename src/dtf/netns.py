@@ -400,7 +400,7 @@ def job_of(host: str) -> str:
     return host.rstrip(string.digits) or host
 
 
-class Hosts:
+class Hosts(supervise.Supervisor):
     """Network namespaces as hosts on a private /24 (see the module docstring).
 
     ``names``: the hosts, by default ``host``, ``worker0``, ``worker1``. ``subnet``: a free
@@ -432,27 +432,17 @@ class Hosts:
         self.tag: str | None = None
         self.subnet: ipaddress.IPv4Network | None = None
         self.setup_s: float | None = None
-        self._phase = "new"
 
     # ------------------------------------------------------------------ life cycle
 
-    def __enter__(self) -> Hosts:
-        if self._phase == "new":
-            self.up()
-        return self
-
-    def __exit__(self, *exc) -> bool:
-        self.down()
-        return False
+    _START, _STOP, _RUNNING, _STOPPED = "up", "down", "up", "down"
 
     def up(self) -> Hosts:
         """Create the bridge, the namespaces and their cables; returns ``self``."""
-        if self._phase != "new":
-            raise NetnsError(f"these hosts are {self._phase}; make a new Hosts to start again.")
-        check_supported()
+        if self._phase == "new":
+            check_supported()
+        self._begin(NetnsError(f"these hosts are {self._phase}; make a new Hosts to start again."))
         began = time.monotonic()
-        self._phase = "starting"
-        atexit.register(self.down)
         try:
             with _machine_lock():
                 clean_leftovers()
@@ -478,7 +468,7 @@ class Hosts:
             for index, name in enumerate(self.names):
                 self._make_host(index, name)
             self.setup_s = time.monotonic() - began
-            self._phase = "up"
+            self._started()
             return self
         except BaseException:
             self.down()
@@ -487,14 +477,13 @@ class Hosts:
     def down(self) -> list[str]:
         """Stop every process in the namespaces and delete everything of these hosts;
         returns the names deleted. Safe to call more than once."""
-        if self._phase in ("new", "down"):
+        if not self._end():
             return []
-        atexit.unregister(self.down)
         try:
             return remove(self.tag, self.grace) if self.tag else []
         finally:
             _live_tags.discard(self.tag)
-            self._phase = "down"
+            self._ended()
 
     def _free_tag(self) -> str:
         existing = set(ours())
@@ -523,10 +512,6 @@ class Hosts:
         ip("-n", ns, "link", "set", "lo", "up")
 
     # ------------------------------------------------------------------ names and addresses
-
-    @property
-    def running(self) -> bool:
-        return self._phase == "up"
 
     def _check_host(self, name: str) -> str:
         if name not in self.names:

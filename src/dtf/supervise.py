@@ -243,43 +243,49 @@ def remove_folder(folder: Path | None, given: Path | None) -> None:
 
 class Supervisor:
     """The life cycle of an object that starts processes (:class:`dtf.cluster.LocalCluster`,
-    :class:`dtf.multiworker.Launcher`): ``new``, ``starting``, ``running``, ``stopping``,
-    ``stopped``, once. A context manager whose ``stop()`` also runs at interpreter exit; a
-    subclass calls :meth:`_begin` first in ``start()`` and returns from ``stop()`` when
-    :meth:`_end` is false, then calls :meth:`_ended` last."""
+    :class:`dtf.multiworker.Launcher`, :class:`dtf.netns.Hosts`): ``new``, ``starting``,
+    ``running``, ``stopping``, ``stopped``, once. A context manager whose ``stop()`` also runs
+    at interpreter exit. A subclass calls :meth:`_begin` first in ``start()`` and
+    :meth:`_started` when it runs; its ``stop()`` returns at once when :meth:`_end` is false
+    and calls :meth:`_ended` last. ``_START``/``_STOP`` and ``_RUNNING``/``_STOPPED`` name
+    the two methods and phases where a subclass calls them otherwise (``Hosts``: up, down)."""
 
     _phase = "new"
+    _START, _STOP, _RUNNING, _STOPPED = "start", "stop", "running", "stopped"
 
     def __enter__(self):
         if self._phase == "new":
-            self.start()
+            getattr(self, self._START)()
         return self
 
     def __exit__(self, *exc) -> bool:
-        self.stop()
+        getattr(self, self._STOP)()
         return False
 
     @property
     def running(self) -> bool:
-        return self._phase == "running"
+        return self._phase == self._RUNNING
 
     def _begin(self, error: Exception) -> None:
         """Enter ``starting`` (raise ``error`` unless new) and stop at interpreter exit."""
         if self._phase != "new":
             raise error
         self._phase = "starting"
-        atexit.register(self.stop)
+        atexit.register(getattr(self, self._STOP))
+
+    def _started(self) -> None:
+        self._phase = self._RUNNING
 
     def _end(self) -> bool:
         """Enter ``stopping`` if there is something to stop (starting or running)."""
-        if self._phase not in ("starting", "running"):
+        if self._phase not in ("starting", self._RUNNING):
             return False
         self._phase = "stopping"
-        atexit.unregister(self.stop)
+        atexit.unregister(getattr(self, self._STOP))
         return True
 
     def _ended(self) -> None:
-        self._phase = "stopped"
+        self._phase = self._STOPPED
 
 
 # --------------------------------------------------------------------------- the child's side

@@ -262,7 +262,7 @@ class LocalCluster(supervise.Supervisor):
                         raise
                     self._stop_tasks(self.started_tasks)  # a race for a picked port: again
             self.startup_s = time.monotonic() - began
-            self._phase = "running"
+            self._started()
             exposure.warn_exposed(  # once per process; prefixed tasks run elsewhere (issue 19)
                 [
                     self.address(t).rsplit(":", 1)[1]

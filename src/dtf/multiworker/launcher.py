@@ -381,7 +381,7 @@ class Launcher(supervise.Supervisor):
 
     def start(self, wait: bool = True) -> Launcher:
         self._begin(WorkerError(f"this Launcher is {self._phase}; create a new one."))
-        self._phase = "running"  # waits and runs may begin while it imports TensorFlow
+        self._started()  # waits and runs may begin while it imports TensorFlow
         self.workdir = supervise.make_folder(self._user_workdir, _WORKDIR_PREFIX)
         self._started_at = time.monotonic()
         if self.start_method == "fork":
