@@ -28,7 +28,7 @@ from tests.conftest import ROOT
 #: whose Keras fits with 8 replicas on 2 cores take minutes (seen: over 200 s under load).
 COUNTS = (3, 8, 1)
 #: Notebooks given a count of their own instead of a turn; they leave the turns of the others as
-#: they were. 11b's count only changes its in-kernel MirroredStrategy (its worker processes
+#: they were. 11d's count only changes its in-kernel MirroredStrategy (its worker processes
 #: have one replica each on CPUs), so its 8-replica run is cheap.
 FIXED = {"11d_input_sharding.ipynb": 8}
 #: Parameters that only set how long a timing loop runs (applied where a notebook declares them).

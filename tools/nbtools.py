@@ -57,7 +57,7 @@ def tutorial_paths(folder: Path) -> list[Path]:
 
 
 def part_of(path: Path | str) -> str:
-    """``"11b"`` for ``11b_input_sharding.ipynb``, ``"04"`` for ``04_….ipynb``."""
+    """``"11d"`` for ``11d_input_sharding.ipynb``, ``"04"`` for ``04_….ipynb``."""
     return Path(path).name.split("_", 1)[0]
 
 
