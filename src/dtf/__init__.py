@@ -9,6 +9,8 @@ and only then imports the helper that does it:
 - ``dtf.placement`` capture device-placement logs as a table
 - ``dtf.towers``    in-graph replication: one model copy per device, gradients averaged
 - ``dtf.parallel``  model, data and pipeline parallelism of one small network, and their costs
+                    (the steps themselves: ``dtf.model_parallel`` and ``dtf.pipeline``, written
+                    by notebooks 04 and 04b)
 - ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
 - ``dtf.cluster``   real TensorFlow clusters of server processes on this machine
@@ -18,6 +20,7 @@ and only then imports the helper that does it:
 - ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links
 - ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
 - ``dtf.scaling``   throughput measurements, one configuration per process
+- ``dtf.profiling`` read tf.profiler's trace (XSpace) into tables of ops and steps, and plot them
 - ``dtf.checks``    lab checkers, one module per lab
 
 Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act.
