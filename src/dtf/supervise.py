@@ -152,12 +152,12 @@ def wait_until(
     check: Callable[[], None] = lambda: None,
 ) -> bool:
     """Wait on ``cond`` (held by the caller) until ``done()`` (True) or ``time.monotonic()``
-    passes ``deadline`` (False); ``check()`` runs at every tick and raises if the awaited
-    process died."""
+    passes ``deadline`` (False); ``check()`` runs at every tick while not done, and raises if
+    the awaited process died."""
     while True:
-        check()
         if done():
             return True
+        check()
         if time.monotonic() >= deadline:
             return False
         cond.wait(TICK_S)

@@ -146,25 +146,25 @@ class WorkerRun:
     def wait_for(self, event: str, task: int, timeout: float) -> dict:
         """The first event ``event`` of worker ``task``, waiting at most ``timeout`` s."""
         deadline = time.monotonic() + timeout
-        with self.launcher._cond:
-            while True:
-                found = next(
-                    (e for e in self.events if e["task"] == task and e["event"] == event), None
+
+        def found() -> dict | None:
+            return next((e for e in self.events if e["task"] == task and e["event"] == event), None)
+
+        def check() -> None:
+            if task in self.returncodes:
+                raise WorkerError(
+                    f"worker {task} {describe_returncode(self.returncodes[task])} before "
+                    f"'{event}'.{self._tail(task)}"
                 )
-                if found is not None:
-                    return found
-                if task in self.returncodes:
-                    raise WorkerError(
-                        f"worker {task} {describe_returncode(self.returncodes[task])} before "
-                        f"'{event}'.{self._tail(task)}"
-                    )
-                self.launcher._check_alive()
-                if time.monotonic() >= deadline:
-                    raise WorkerTimeoutError(
-                        f"worker {task} did not report '{event}' within {timeout} s."
-                        f"{self._tail(task)}{self._exited_peers()}"
-                    )
-                self.launcher._cond.wait(_TICK_S)
+            self.launcher._check_alive()
+
+        with self.launcher._cond:
+            if not supervise.wait_until(self.launcher._cond, found, deadline, check):
+                raise WorkerTimeoutError(
+                    f"worker {task} did not report '{event}' within {timeout} s."
+                    f"{self._tail(task)}{self._exited_peers()}"
+                )
+            return found()
 
     def send(self, task: int, sig: int) -> float:
         """Send ``sig`` to worker ``task``; returns the ``time.monotonic()`` of sending."""
@@ -214,17 +214,16 @@ class WorkerRun:
         early reports that itself (error ``NotDone``, exit status 1)."""
         deadline = time.monotonic() + timeout
         with self.launcher._cond:
-            while len(self.returncodes) < self.num_workers:
-                self.launcher._check_alive()
-                if time.monotonic() >= deadline:
-                    late = [t for t in self.tasks if t not in self.returncodes]
-                    tail = self._tail(late[0]) + self._exited_peers()
-                    self.stop()  # the condition's lock is re-entrant
-                    raise WorkerTimeoutError(
-                        f"worker{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} "
-                        f"still running after {timeout} s: stopped.{tail}"
-                    )
-                self.launcher._cond.wait(_TICK_S)
+            if not supervise.wait_until(
+                self.launcher._cond, lambda: not self.running, deadline, self.launcher._check_alive
+            ):
+                late = [t for t in self.tasks if t not in self.returncodes]
+                tail = self._tail(late[0]) + self._exited_peers()
+                self.stop()  # the condition's lock is re-entrant
+                raise WorkerTimeoutError(
+                    f"worker{'s' if len(late) > 1 else ''} {', '.join(map(str, late))} "
+                    f"still running after {timeout} s: stopped.{tail}"
+                )
             results = self.results()
         for task, result in results.items():
             if result.returncode == 0 and result.last("done") is None:
