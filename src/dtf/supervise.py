@@ -1,9 +1,10 @@
 """Process supervision, in one place: how the course starts a child process, ties its life
 to its parent's, waits for it, stops it and tells what became of it.
 
-Every process the package starts (:class:`dtf.cluster.LocalCluster`'s servers and launcher,
-:class:`dtf.multiworker.Launcher`'s workers and launcher, :mod:`dtf.netns`'s hosts) goes
-through these functions:
+The package's supervisors (:class:`dtf.cluster.LocalCluster`: servers and their launcher;
+:class:`dtf.multiworker.Launcher`: workers and their launcher; :class:`dtf.netns.Hosts`: the
+processes left in its namespaces when it goes down) share one life cycle,
+:class:`Supervisor`, and these functions:
 
 - :func:`start` runs a command in a session of its own (a Ctrl-C in a terminal reaches only
   the parent), its standard input a pipe the parent holds (end of file: the parent is gone),
