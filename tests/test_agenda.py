@@ -1,6 +1,6 @@
 """tools/agenda.py and INSTRUCTORS.md: every part's minutes come from one formula (words/180 +
 code lines/12 + measured run time), the agenda and its tracks are generated and fresh, and no
-part runs over its 30-minute slot unless the OVER_SLOT ratchet lists it."""
+part runs over its 30-minute slot."""
 
 from __future__ import annotations
 
@@ -39,8 +39,8 @@ def item(label, minutes_of_words=0.0, seconds=0.0, kind="tutorial", tasks=0, wor
 
 def test_the_agenda_in_instructors_md_is_computed_and_fresh(items, times):
     """INSTRUCTORS.md's agenda and tracks equal what the tool computes today; every notebook
-    and lab has a measured run time; no part outside OVER_SLOT runs over 30 minutes and every
-    part in it still does; the one-day track fits its day."""
+    and lab has a measured run time; no part runs over 30 minutes; the one-day track fits its
+    day and each day of the two-day track fits too."""
     found = agenda.problems(items, times, guide_text())
     assert not found, "\n".join(found)
     assert agenda.main(["--check"]) == 0, "run python -m tools.agenda"
@@ -110,17 +110,17 @@ def test_labs_are_read_in_their_student_version_and_count_their_tasks(items):
         assert lab.tasks >= 1, f"{lab.label}: no 'Task N' heading found"
 
 
-def test_the_ratchet_fails_both_ways(monkeypatch):
-    monkeypatch.setattr(agenda, "OVER_SLOT", {"02", "09"})
-    monkeypatch.setattr(agenda, "ONE_DAY", ("01",))
-    parts = [item("01", 31), item("02", 40), item("03", 12)]
+def test_a_part_over_its_slot_fails_and_so_do_tracks_that_do_not_fit(monkeypatch):
+    monkeypatch.setattr(agenda, "ONE_DAY", ("01", "09"))
+    monkeypatch.setattr(agenda, "TWO_DAY", ("01", "02", "03"))
+    parts = [item("01", 31), item("02", 30), item("03", 12)]
     found = agenda.problems(parts, {"notebooks": {}}, "")
     assert any(line.startswith("part 01 takes 31.0 min, over the 30-minute") for line in found)
-    assert not any("part 02" in line for line in found)  # listed and still over: allowed
-    assert "OVER_SLOT lists 09, which is not a part: remove it" in found
-    monkeypatch.setattr(agenda, "OVER_SLOT", {"01", "02", "03"})
+    assert not any(line.startswith(("part 02", "part 03")) for line in found)
+    assert "ONE_DAY lists 09, which is not a part or lab" in found
+    monkeypatch.setattr(agenda, "TEACHING_MIN", 40)  # slots 35 | 30 + 15: day 2 does not fit
     found = agenda.problems(parts, {"notebooks": {}}, "")
-    assert "part 03 now fits (12.0 min): remove it from OVER_SLOT" in found
+    assert any(line.startswith("day 2 of the two-day track takes 45 min") for line in found)
     assert agenda.PART_MAX_MIN == 30
 
 
@@ -151,9 +151,19 @@ def test_the_tracks(items):
     for i in items:
         if i.label not in agenda.ONE_DAY:
             assert f"{i.label} ({i.slot} min)" in text.split("Optional in a one-day room")[1]
-    first, second = agenda.two_days(items)
-    assert first + second == items
+    chosen = [i for i in items if i.label in agenda.TWO_DAY]
+    assert [i.label for i in chosen] == list(agenda.TWO_DAY)  # listed in course order
+    assert set(agenda.ONE_DAY) <= set(agenda.TWO_DAY)  # the second day adds to the core
+    first, second = agenda.two_days(chosen)
+    assert first + second == chosen
     assert second[0].kind == "tutorial"  # a lab stays on the day of its tutorial
+    for day in (first, second):
+        assert sum(i.slot for i in day) <= agenda.TEACHING_MIN
+        assert agenda.schedule(day)[-1][0] <= "16:00"
+    home = text.split("Not in the two-day track")[1]
+    for i in items:
+        if i.label not in agenda.TWO_DAY:
+            assert f"{i.label} ({i.slot} min)" in home
 
 
 def test_from_report_stores_passed_default_runs(tmp_path, items, times):

@@ -16,16 +16,16 @@ and TensorFlow version in ``tools/run_times.json``, so the agenda is recomputed 
 From the slots it writes, between ``<!-- agenda:start -->`` and ``<!-- agenda:end -->`` of
 INSTRUCTORS.md, the table of every part and lab, a one-day track (the :data:`ONE_DAY` core
 path, checked to fit a 7-hour day with its :data:`BREAKS`; the rest listed as optional) and a
-two-day track (everything in course order, cut where the two days are closest to equal; the
-text says by how much it overruns two days, which the check does not fail on yet).
+two-day track (the :data:`TWO_DAY` parts and labs in course order, cut where the two days are
+closest to equal, each day checked to fit; the rest listed as reading for home). The whole
+course is longer than two days: the text says how long.
 
     python -m tools.agenda                                  # rewrite the agenda, print minutes
     python -m tools.agenda --from-report build/report.json  # after `make run`: store its times
     python -m tools.agenda --check                          # exit 1 if the agenda is stale
 
-Each part should fit a 30-minute slot (:data:`PART_MAX_MIN`). The parts known to be longer
-are listed in :data:`OVER_SLOT`, a ratchet: ``--check`` fails when a part outside it runs over,
-and when a part in it now fits (take it out: the list only shrinks).
+Each part must fit a 30-minute slot (:data:`PART_MAX_MIN`): ``--check`` fails on a part that
+runs over. A long lesson is split into parts (``11_…``, ``11b_…``; see :mod:`tools.nbtools`).
 """
 
 from __future__ import annotations
@@ -62,11 +62,6 @@ LAB_TASK_MIN = 6
 SLOT_STEP = 5
 #: Every tutorial part should fit a slot of this many minutes.
 PART_MAX_MIN = 30
-#: The ratchet: parts whose computed minutes exceed PART_MAX_MIN today, until they are split or
-#: cut. A part outside this set that runs over fails the check, and so does a part in it that
-#: now fits (remove it), or one that no longer exists.
-OVER_SLOT = {"02", "03", "04", "08", "09", "10", "11", "11b", "13"}
-
 #: A workshop day: 7 hours from 09:00, with these breaks (start time, minutes, name). A break
 #: is taken at the end of the part or lab closest to its start time.
 DAY_START = "09:00"
@@ -75,7 +70,14 @@ BREAKS = (("10:30", 15, "Coffee break"), ("12:30", 60, "Lunch"), ("15:00", 15, "
 TEACHING_MIN = DAY_MIN - sum(minutes for _, minutes, _ in BREAKS)
 #: The one-day track, a core path: the parts and labs (by label) a one-day room works through.
 #: Everything else is optional in a one-day room (read at home, or shown from the front).
-ONE_DAY = ("00", "03", "Lab 02", "06", "09", "10", "Lab 05", "11")
+ONE_DAY = ("00", "03", "03b", "Lab 02", "06", "09", "10", "11", "12b", "Lab 05")
+#: The two-day track: the one-day core plus what a second day adds (masking and placement with
+#: their lab, model parallelism, memory, remote servers, parameter servers, what
+#: MirroredStrategy does underneath, failures, input sharding). Each day is checked to fit.
+TWO_DAY = (
+    "00", "01", "02", "02b", "Lab 01", "03", "03b", "Lab 02", "04", "05", "06",
+    "07", "08", "09", "09b", "10", "11", "11b", "11d", "12b", "Lab 05",
+)  # fmt: skip
 
 TASK = re.compile(r"^(?:#+\s*|\*\*)Task\s+(\d+)", re.M)
 
@@ -413,13 +415,15 @@ def agenda(items: list[Item], times: dict) -> str:
         f"| | **Total** | | | | | **{total_min:.0f}** | **{total_slot}** "
         f"({total_slot / 60:.1f} h) |",
         "",
-        f"⚠: over the {PART_MAX_MIN}-minute slot a part should fit (to be split or cut).",
+        f"⚠: over the {PART_MAX_MIN}-minute slot a part must fit (split it or cut it).",
         "Run times (`tools/run_times.json`):",
         *provenance(times),
         "",
     ]
     core = [item for item in items if item.label in ONE_DAY]
     optional = [item for item in items if item.label not in ONE_DAY]
+    chosen = [item for item in items if item.label in TWO_DAY]
+    home = [item for item in items if item.label not in TWO_DAY]
     lines += [
         "### One-day track",
         "",
@@ -435,18 +439,19 @@ def agenda(items: list[Item], times: dict) -> str:
         "",
         "### Two-day track",
         "",
-        "Everything, in course order, cut where the two days are closest to equal.",
+        f"The one-day core and {len(chosen) - len(core)} more parts and labs, "
+        f"{sum(i.slot for i in chosen)} minutes of slots in course order, cut where the two "
+        "days are closest to equal.",
     ]
-    if total_slot > 2 * TEACHING_MIN:
-        lines += [
-            "",
-            f"Everything needs {total_slot} minutes of slots, {total_slot - 2 * TEACHING_MIN} more "
-            f"than two days' {2 * TEACHING_MIN}: until the parts over {PART_MAX_MIN} minutes are "
-            "split or cut, a two-day room runs late, or leaves parts to be read at home (the "
-            "one-day track's optional ones first).",
-        ]
-    for number, day in enumerate(two_days(items), 1):
+    for number, day in enumerate(two_days(chosen), 1):
         lines += ["", f"Day {number}:", "", *_day_table(day)]
+    lines += [
+        "",
+        "Not in the two-day track (reading for home, or a third and fourth day): "
+        + ", ".join(f"{i.label} ({i.slot} min)" for i in home)
+        + f". The whole course takes {total_slot} minutes of slots, "
+        f"{total_slot / TEACHING_MIN:.1f} days of {TEACHING_MIN} teaching minutes.",
+    ]
     return "\n".join(lines)
 
 
@@ -463,22 +468,17 @@ def problems(items: list[Item], times: dict, text: str) -> list[str]:
     for name in sorted(set(times["notebooks"]) - known):
         found.append(f"tools/run_times.json has a time for {name}, which is not in the course")
     labels = {item.label for item in items}
-    for label in sorted(OVER_SLOT - labels):
-        found.append(f"OVER_SLOT lists {label}, which is not a part: remove it")
-    for label in ONE_DAY:
-        if label not in labels:
-            found.append(f"ONE_DAY lists {label}, which is not a part or lab")
+    for name, track in (("ONE_DAY", ONE_DAY), ("TWO_DAY", TWO_DAY)):
+        for label in track:
+            if label not in labels:
+                found.append(f"{name} lists {label}, which is not a part or lab")
     for item in items:
         if item.kind != "tutorial":
             continue
-        if item.minutes > PART_MAX_MIN and item.label not in OVER_SLOT:
+        if item.minutes > PART_MAX_MIN:
             found.append(
                 f"part {item.label} takes {item.minutes:.1f} min, over the {PART_MAX_MIN}-minute "
-                "slot: split it or cut what does not teach"
-            )
-        if item.minutes <= PART_MAX_MIN and item.label in OVER_SLOT:
-            found.append(
-                f"part {item.label} now fits ({item.minutes:.1f} min): remove it from OVER_SLOT"
+                "slot: split it into parts or cut what does not teach"
             )
     core = sum(item.slot for item in items if item.label in ONE_DAY)
     if core > TEACHING_MIN:
@@ -486,6 +486,14 @@ def problems(items: list[Item], times: dict, text: str) -> list[str]:
             f"the one-day track takes {core} min of slots, over the day's {TEACHING_MIN}: "
             "move a part out of ONE_DAY"
         )
+    chosen = [item for item in items if item.label in TWO_DAY]
+    for number, day in enumerate(two_days(chosen), 1):
+        minutes = sum(item.slot for item in day)
+        if minutes > TEACHING_MIN:
+            found.append(
+                f"day {number} of the two-day track takes {minutes} min of slots, over the "
+                f"day's {TEACHING_MIN}: move a part out of TWO_DAY"
+            )
     if START not in text or END not in text:
         found.append(f"INSTRUCTORS.md needs the markers {START} and {END}")
     elif text.split(START, 1)[1].split(END, 1)[0].strip() != agenda(items, times).strip():
