@@ -19,6 +19,20 @@ ROOT = Path(__file__).resolve().parent.parent
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Every test leaves ``os.environ`` as it found it. ``LocalCluster.start()`` sets
+    ``TF_GRPC_DEFAULT_OPTIONS`` in the process that calls it (``apply_grpc_options``), and
+    every process a later test starts on the same xdist worker (a notebook's kernel, a
+    server) would inherit it: notebook 11b's frozen worker was then ended by gRPC keepalive
+    ("ping timeout", ~2 s) instead of the heartbeat that the notebook teaches and asserts."""
+    saved = dict(os.environ)
+    yield
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def run_script(
     code: str, timeout: float = 180, env: dict | None = None
 ) -> subprocess.CompletedProcess:
