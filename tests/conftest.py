@@ -19,6 +19,22 @@ ROOT = Path(__file__).resolve().parent.parent
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
 
 
+def _restore(saved: dict) -> None:
+    if dict(os.environ) != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _module_environment_restored():
+    """A module leaves ``os.environ`` as it found it: what its module-scoped fixtures set
+    (a cluster they start) is undone after their teardown (autouse fixtures are set up
+    first in their scope, and so torn down last)."""
+    saved = dict(os.environ)
+    yield
+    _restore(saved)
+
+
 @pytest.fixture(autouse=True)
 def _environment_restored():
     """Every test leaves ``os.environ`` as it found it. ``LocalCluster.start()`` sets
@@ -28,9 +44,7 @@ def _environment_restored():
     ("ping timeout", ~2 s) instead of the heartbeat that the notebook teaches and asserts."""
     saved = dict(os.environ)
     yield
-    if dict(os.environ) != saved:
-        os.environ.clear()
-        os.environ.update(saved)
+    _restore(saved)
 
 
 def run_script(

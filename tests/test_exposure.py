@@ -21,7 +21,7 @@ import warnings
 
 import pytest
 
-from dtf import netns
+from dtf import netns, supervise
 from dtf.cluster import GRPC_ENV, LocalCluster, exposure, grpc_options_value
 from dtf.cluster.exposure import ExposureWarning, firewall_rules, listening, private_cluster
 
@@ -121,12 +121,7 @@ def test_the_command_line_server_warns_and_says_what_a_client_must_do():
                 break
             lines.append(line)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=20)
+        supervise.stop_processes([proc.pid], grace=20)  # SIGTERM, then SIGKILL
         proc.stderr.close()
     text = "".join(lines)
     assert "ExposureWarning: python -m dtf.server: the TensorFlow server on port" in text, text

@@ -8,10 +8,13 @@ import os
 
 from dtf.cluster.env import GRPC_ENV, apply_grpc_options
 
+BEFORE: dict[str, str | None] = {}
+
 
 def test_a_test_applies_the_grpc_options_in_this_process():
     """What LocalCluster.start() does: TF_GRPC_DEFAULT_OPTIONS set in the test's process."""
-    apply_grpc_options()
+    BEFORE[GRPC_ENV] = os.environ.get(GRPC_ENV)
+    apply_grpc_options(override=True)
     assert "keepalive_time_ms" in os.environ[GRPC_ENV]
     os.environ["DTF_LEAK_PROBE"] = "1"
 
@@ -19,4 +22,4 @@ def test_a_test_applies_the_grpc_options_in_this_process():
 def test_the_next_test_does_not_inherit_them():
     """The variables the previous test set are gone again."""
     assert "DTF_LEAK_PROBE" not in os.environ
-    assert "keepalive_time_ms" not in os.environ.get(GRPC_ENV, "")
+    assert os.environ.get(GRPC_ENV) == BEFORE[GRPC_ENV]
