@@ -70,7 +70,7 @@ dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt,
 PYTEST := $(PY) -m pytest -n 3 --dist loadgroup
 FAST := not slow and not notebook and not root
 
-test: $(DEV_STAMP) ## the fast tests, about 2 minutes: run them after every change
+test: $(DEV_STAMP) ## the fast tests, about 1.5 minutes: run them after every change
 	$(PYTEST) -m "$(FAST)" $(ARGS)
 
 check: $(DEV_STAMP) ## every test: nbval, other device counts, labs, clusters, root (CI runs it)
