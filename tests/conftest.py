@@ -66,6 +66,17 @@ def run_script(
     return proc
 
 
+def netns_cli(*args: str) -> subprocess.CompletedProcess:
+    """``python -m dtf.netns ARGS`` from the repository root, its output captured."""
+    return subprocess.run(
+        [sys.executable, "-m", "dtf.netns", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+
+
 def last_json(proc: subprocess.CompletedProcess):
     """The script's result: the last stdout line, as JSON."""
     return json.loads(proc.stdout.strip().splitlines()[-1])

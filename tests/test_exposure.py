@@ -25,7 +25,7 @@ from dtf import netns, supervise
 from dtf.cluster import GRPC_ENV, LocalCluster, exposure, grpc_options_value
 from dtf.cluster.exposure import ExposureWarning, firewall_rules, listening, private_cluster
 
-from .conftest import QUIET_ENV, ROOT
+from .conftest import QUIET_ENV, ROOT, netns_cli
 
 REASON = netns.unavailable_reason()
 REQUIRED = os.environ.get("DTF_REQUIRE_NETNS") == "1"
@@ -219,16 +219,7 @@ def test_an_outside_host_runs_ops_in_a_plain_cluster_but_not_in_a_private_one(fr
 def test_netns_up_warns_once_and_says_what_a_client_must_do():
     tag = f"x{os.getpid() % 10**6}"
 
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "dtf.netns", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT,
-        )
-
-    up = cli("up", "--tag", tag)
+    up = netns_cli("up", "--tag", tag)
     try:
         assert up.returncode == 0, up.stderr
         assert (
@@ -238,6 +229,6 @@ def test_netns_up_warns_once_and_says_what_a_client_must_do():
         hint = next(ln for ln in up.stdout.splitlines() if ln.startswith("clients:"))
         assert "Play host/0" in hint and "device_filters=['/job:worker']" in hint
     finally:
-        down = cli("down", "--tag", tag)
+        down = netns_cli("down", "--tag", tag)
     assert down.returncode == 0 and f"dtf-{tag}-host" in down.stdout
     assert not [n for n in netns.namespaces() if f"-{tag}-" in n]

@@ -41,7 +41,7 @@ from dtf.cluster import (
     grpc_options_value,
 )
 
-from .conftest import QUIET_ENV, ROOT
+from .conftest import QUIET_ENV, ROOT, netns_cli
 
 pytestmark = pytest.mark.timeout(180)
 REASON = netns.unavailable_reason()
@@ -639,16 +639,7 @@ def test_an_interrupt_an_error_or_a_plain_exit_leaves_nothing():
 def test_the_command_line():
     tag = f"t{os.getpid() % 10**7}"  # a kept tag of its own: test runs at once never meet
 
-    def cli(*args):
-        return subprocess.run(
-            [sys.executable, "-m", "dtf.netns", *args],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            cwd=ROOT,
-        )
-
-    up = cli("up", "--hosts", "host,worker0", "--tag", tag)
+    up = netns_cli("up", "--hosts", "host,worker0", "--tag", tag)
     try:
         assert up.returncode == 0, up.stderr
         server = f"ip netns exec dtf-{tag}-worker0 {sys.executable} -m dtf.server --cluster-json"
@@ -660,20 +651,20 @@ def test_the_command_line():
         spec = json.loads(up.stdout.split("cluster: ", 1)[1].splitlines()[0])
         assert list(spec) == ["host", "worker"] and spec["worker"][0].endswith(":2222")
         assert f"-m dtf.netns_programs.post_client '{json.dumps(spec)}'" in up.stdout
-        again = cli("up", "--tag", tag)
+        again = netns_cli("up", "--tag", tag)
         assert again.returncode == 1 and f"hosts tagged '{tag}' exist already" in again.stderr
         assert tag in netns.ours()  # the refused second `up` removed nothing
-        status = cli("status")
+        status = netns_cli("status")
         assert f"tag {tag}: made by python -m dtf.netns up (kept until down)" in status.stdout
         assert f"namespace dtf-{tag}-worker0" in status.stdout
         assert not [n for n in netns.clean_leftovers() if tag in n]  # kept: not a leftover
     finally:
-        down = cli("down", "--tag", tag)
+        down = netns_cli("down", "--tag", tag)
     assert down.returncode == 0 and f"dtf-{tag}-host" in down.stdout
     _nothing_of(tag)
-    wrong = cli("up", "--subnet", "8.8.8.0/24", "--tag", tag)
+    wrong = netns_cli("up", "--subnet", "8.8.8.0/24", "--tag", tag)
     assert wrong.returncode == 2 and "must be a private /24" in wrong.stderr
-    assert cli("up", "--tag", "Bad-Tag").returncode == 2
+    assert netns_cli("up", "--tag", "Bad-Tag").returncode == 2
     _nothing_of(tag)
 
 
