@@ -654,19 +654,9 @@ class Hosts(supervise.Supervisor):
 
 def _listening(table: str, port: int | None) -> list[str]:
     found = []
-    for line in table.splitlines()[1:]:
-        fields = line.split()
-        if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
-            continue
-        hex_ip, hex_port = fields[1].split(":")
-        if port is not None and int(hex_port, 16) != port:
-            continue
-        raw = bytes.fromhex(hex_ip)
-        # /proc stores the address as 32-bit words in host (little-endian) order.
-        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-        address = ipaddress.ip_address(raw)
-        text = f"[{address}]" if address.version == 6 else str(address)
-        found.append(f"{text}:{int(hex_port, 16)}")
+    for address, at in exposure.listening_sockets(table):
+        if port is None or at == port:
+            found.append(f"[{address}]:{at}" if ":" in address else f"{address}:{at}")
     return found
 
 

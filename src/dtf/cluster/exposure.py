@@ -110,6 +110,21 @@ def warn_exposed(
     return True
 
 
+def listening_sockets(table: str) -> list[tuple[str, int]]:
+    """``(address, port)`` of each listening socket in the text of a ``/proc/net/tcp`` or
+    ``tcp6`` table (Linux), e.g. ``("0.0.0.0", 2222)``, ``("::", 2222)``."""
+    found = []
+    for line in table.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
+            continue
+        hex_ip, hex_port = fields[1].split(":")
+        raw = bytes.fromhex(hex_ip)  # 32-bit words in host (little-endian) order
+        raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+        found.append((str(ipaddress.ip_address(raw)), int(hex_port, 16)))
+    return found
+
+
 def listening(ports: Iterable[int]) -> dict[int, list[str]]:
     """For each port, the local addresses TCP sockets of this machine (this network
     namespace) listen on at it, e.g. ``{2222: ["0.0.0.0"]}``; read from ``/proc/net/tcp``
@@ -119,19 +134,12 @@ def listening(ports: Iterable[int]) -> dict[int, list[str]]:
         for table in ("tcp", "tcp6"):
             try:
                 with open(f"/proc/net/{table}", encoding="ascii") as f:
-                    lines = f.read().splitlines()[1:]
+                    text = f.read()
             except OSError:
                 continue
-            for line in lines:
-                fields = line.split()
-                if len(fields) < 4 or fields[3] != "0A":  # 0A: LISTEN
-                    continue
-                hex_ip, hex_port = fields[1].split(":")
-                port = int(hex_port, 16)
+            for address, port in listening_sockets(text):
                 if port in wanted:
-                    raw = bytes.fromhex(hex_ip)  # 32-bit words in host (little-endian) order
-                    raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
-                    wanted[port].append(str(ipaddress.ip_address(raw)))
+                    wanted[port].append(address)
     else:  # pragma: no cover - macOS, Windows
         import psutil
 
