@@ -91,7 +91,7 @@ def test_unsupported_combinations_are_reported_with_the_readmes_reason(results):
 def test_a_combination_that_does_not_resolve_fails_the_check(tmp_path, uv, capsys):
     """tensorflow-cpu has no macOS wheel: a requirements file that asks for it everywhere must
     make the tool fail for macOS, and say which row and what to do."""
-    (tmp_path / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.11,<3.12"\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.dtf.pins]\npython = ">=3.11,<3.12"\n')
     (tmp_path / "requirements.txt").write_text("tensorflow-cpu==2.21.0\n")
     code = cp.main(["--platform", "macos-arm64"], root=tmp_path)
     out = capsys.readouterr().out
@@ -125,12 +125,13 @@ def test_missing_uv_is_a_clear_error(monkeypatch, capsys):
 
 
 def test_supported_pythons_come_from_pyproject(tmp_path):
+    """The pins' Pythons: [tool.dtf.pins], narrower than the package's requires-python."""
     assert cp.supported_pythons() == ["3.11", "3.12", "3.13"]
-    (tmp_path / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.10,<3.14"\n')
+    (tmp_path / "pyproject.toml").write_text('[tool.dtf.pins]\npython = ">=3.10,<3.14"\n')
     with pytest.raises(ValueError, match="unsupported"):
         cp.combos(tmp_path)
-    (tmp_path / "pyproject.toml").write_text("[project]\n")
-    with pytest.raises(ValueError, match="no requires-python"):
+    (tmp_path / "pyproject.toml").write_text('[project]\nrequires-python = ">=3.11,<3.14"\n')
+    with pytest.raises(ValueError, match="no \\[tool.dtf.pins\\] python"):
         cp.supported_pythons(tmp_path)
 
 

@@ -151,3 +151,21 @@ def test_stdout_without_github_and_a_missing_file(run, tmp_path, capsys):
     assert capsys.readouterr().out.startswith("## Course claims under")
     assert cr.main([str(tmp_path / "absent.xml")]) == 2
     assert "cannot read" in capsys.readouterr().err
+
+
+def test_the_report_names_keras_nightly_when_it_provides_keras(monkeypatch):
+    """The weekly run replaces keras by keras-nightly: the heading must name the nightly."""
+    installed = {"tensorflow-cpu": "2.22.0rc0", "keras-nightly": "3.16.0.dev2026102704"}
+
+    def version(name):
+        if name not in installed:
+            raise cr.importlib.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(cr.importlib.metadata, "version", version)
+    assert cr.versions() == ["tensorflow-cpu 2.22.0rc0", "keras-nightly 3.16.0.dev2026102704"]
+    # and the module's owners are the ones tools/versions.py knows
+    from tools.versions import OWNERS
+
+    owners = {*OWNERS["tensorflow"], *OWNERS["keras"], *OWNERS["tf_keras"]}
+    assert owners == set(cr.PACKAGES)

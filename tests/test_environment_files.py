@@ -1,6 +1,8 @@
 """requirements*.txt, environment.yml and pyproject.toml must agree, and exactly one
 TensorFlow line must apply on every platform a workshop laptop may have."""
 
+import importlib.util
+import inspect
 import os
 import re
 import shutil
@@ -396,6 +398,16 @@ def test_lint_runs_the_same_commands_everywhere():
     assert all("jupyter" in h["types_or"] for h in hooks.values())
 
 
+def noxfile_session(name):
+    """A session function of noxfile.py, imported without running it."""
+    pytest.importorskip("nox")
+    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    session = getattr(module, name)
+    return getattr(session, "func", session)
+
+
 def test_prerelease_job_runs_weekly_and_reports():
     flow = workflow("prerelease.yml")
     triggers = flow[True]  # YAML 1.1 reads the key `on` as True
@@ -404,7 +416,13 @@ def test_prerelease_job_runs_weekly_and_reports():
     assert "tensorflow/tensorflow#72388" in text
     steps = flow["jobs"]["claims"]["steps"]
     runs = [s.get("run", "") for s in steps]
-    assert any("--pre --upgrade tensorflow-cpu keras" in r for r in runs)
+    assert any(r.strip().startswith("nox -s next") for r in runs)
+    # keras-nightly replaces keras: uninstalled first (both own the `keras` module), and the
+    # session refuses a stack with both (tools/versions.py)
+    source = inspect.getsource(noxfile_session("next"))
+    uninstall = source.index('"uninstall", "--yes", "keras"')
+    assert uninstall < source.index('"keras-nightly"')
+    assert '"--require", "keras-nightly"' in source
     suite = next(s for s in steps if "--junitxml=build/junit.xml" in s.get("run", ""))
     assert suite.get("continue-on-error") is True  # the report says what failed
     report = next(s for s in steps if "tools/claims_report.py" in s.get("run", ""))
@@ -418,3 +436,49 @@ def test_licenses_are_stated():
     assert "[Apache License 2.0](LICENSE)" in readme
     assert "creativecommons.org/licenses/by/4.0" in readme
     assert (ROOT / "CONTRIBUTING.md").exists() and "(CONTRIBUTING.md)" in readme
+
+
+# --- The declared range: pyproject.toml's [tool.dtf.proven], the Colab constraints, the pins ---
+
+
+def colab_pins() -> dict[str, str]:
+    lines = (ROOT / "constraints" / "colab.txt").read_text().splitlines()
+    pins = [Requirement(ln) for ln in lines if ln.strip() and not ln.startswith("#")]
+    return {canonical(r.name): next(iter(r.specifier)).version for r in pins}
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_colab_constraints_name_their_source_and_lie_in_every_range():
+    text = (ROOT / "constraints" / "colab.txt").read_text()
+    assert "googlecolab/backend-info" in text and re.search(r"20\d\d-\d\d-\d\d", text)
+    colab = colab_pins()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    proven = project["tool"]["dtf"]["proven"]
+    assert SpecifierSet(proven["tensorflow"]).contains(colab["tensorflow"])
+    assert SpecifierSet(proven["keras"]).contains(colab["keras"])
+    # every package requirement of the course admits Colab's version (the setup cell never
+    # upgrades or downgrades the runtime's own stack)
+    deps = [
+        *project["project"]["dependencies"],
+        *project["project"]["optional-dependencies"]["hosted"],
+    ]
+    for dep in map(Requirement, deps):
+        if canonical(dep.name) in colab:
+            assert dep.specifier.contains(colab[canonical(dep.name)], prereleases=True), dep
+
+
+def test_the_pins_lie_in_the_proven_range():
+    proven = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["dtf"]["proven"]
+    pins = {
+        canonical(r.name): next(iter(r.specifier)).version
+        for r in all_requirements("requirements.txt")
+    }
+    tensorflow = pins.get("tensorflow-cpu") or pins["tensorflow"]
+    assert SpecifierSet(proven["tensorflow"]).contains(tensorflow)
+    assert SpecifierSet(proven["python"]).contains(f"{SUPPORTED[0]}.0")
+    assert SpecifierSet(proven["python"]).contains(f"{SUPPORTED[-1]}.0")
+    requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert SpecifierSet(requires) == SpecifierSet(proven["python"])

@@ -118,11 +118,13 @@ class Result:
 
 
 def supported_pythons(root: Path = ROOT) -> list[str]:
-    """The 3.x versions pyproject.toml's requires-python admits, oldest first."""
+    """The 3.x versions the pins install on (pyproject.toml's [tool.dtf.pins] python), oldest
+    first. The package's requires-python is wider: Python 3.14 has TensorFlow 2.22 wheels,
+    not 2.21 ones."""
     text = (root / "pyproject.toml").read_text(encoding="utf-8")
-    match = re.search(r'^requires-python\s*=\s*"([^"]+)"', text, re.MULTILINE)
+    match = re.search(r'^\[tool\.dtf\.pins\]\s*\npython\s*=\s*"([^"]+)"', text, re.MULTILINE)
     if not match:
-        raise ValueError(f"{root / 'pyproject.toml'}: no requires-python line")
+        raise ValueError(f"{root / 'pyproject.toml'}: no [tool.dtf.pins] python line")
     spec = SpecifierSet(match.group(1))
     return [f"3.{minor}" for minor in range(6, 30) if f"3.{minor}.0" in spec]
 

@@ -33,8 +33,12 @@ from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: Distributions whose installed versions head the report.
-PACKAGES = ("tensorflow", "tensorflow-cpu", "keras", "tf-keras")
+#: Distributions whose installed versions head the report: each module's possible owners
+#: (tools/versions.py), so that a weekly run on keras-nightly names keras-nightly.
+PACKAGES = (
+    *("tensorflow", "tensorflow-cpu", "tf-nightly", "tf-nightly-cpu"),
+    *("keras", "keras-nightly", "tf-keras", "tf-keras-nightly"),
+)
 
 
 @dataclass(frozen=True)
