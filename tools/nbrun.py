@@ -260,7 +260,8 @@ def execute(
 
     client = NotebookClient(
         nb,
-        timeout=timeout,
+        # whole seconds: nbclient 0.10.4 (Colab's) refuses a float
+        timeout=None if timeout is None else math.ceil(timeout),
         kernel_name=kernel,
         resources={"metadata": {"path": str(Path(cwd or path.parent).resolve())}},
         record_timing=record_timing,
