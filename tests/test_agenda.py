@@ -74,14 +74,27 @@ def test_code_lines_skip_blanks_comments_and_magics():
     assert agenda.code_lines(source) == 2
 
 
+def test_the_hosted_setup_cell_adds_no_minutes(tmp_path):
+    import nbformat
+
+    path = ROOT / "notebooks" / "00_setup_check.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    nb.cells = [c for c in nb.cells if agenda.HOSTED_TAG not in c.metadata.get("tags", [])]
+    without = tmp_path / path.name
+    nbformat.write(nb, without)
+    assert agenda.count(path) == agenda.count(without)
+
+
 def test_counts_of_a_real_notebook_follow_its_cells():
     import nbformat
 
     path = ROOT / "notebooks" / "00_setup_check.ipynb"
     cells = nbformat.read(path, as_version=4).cells
-    words, code = agenda.count(path)
-    code_cells = sum(agenda.code_lines(c.source) for c in cells if c.cell_type == "code")
-    assert code >= code_cells > 0
+    code = [c for c in cells if c.cell_type == "code"]
+    taught = [c for c in code if agenda.HOSTED_TAG not in c.metadata.get("tags", [])]
+    assert len(taught) == len(code) - 1  # the hosted setup cell is nobody's reading
+    words, lines = agenda.count(path)
+    assert lines >= sum(agenda.code_lines(c.source) for c in taught) > 0
     assert words > 100
     # the navigation lines of the first and last cells add no words
     first = cells[0].source

@@ -46,6 +46,7 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools.hosted import TAG as HOSTED_TAG
 from tools.nbtools import REPO_ROOT, part_of, tutorial_paths
 
 GUIDE = REPO_ROOT / "INSTRUCTORS.md"
@@ -138,7 +139,7 @@ def code_lines(source: str) -> int:
 
 def count(path: Path) -> tuple[int, int]:
     """(words, code lines) of a notebook: its markdown and code cells (raw cells and outputs
-    are not counted)."""
+    are not counted, nor the hosted setup cell: nobody reads it in a room, tools/hosted.py)."""
     import nbformat
 
     words = lines = 0
@@ -146,7 +147,7 @@ def count(path: Path) -> tuple[int, int]:
         if cell.cell_type == "markdown":
             w, c = markdown_counts(cell.source)
             words, lines = words + w, lines + c
-        elif cell.cell_type == "code":
+        elif cell.cell_type == "code" and HOSTED_TAG not in cell.metadata.get("tags", []):
             lines += code_lines(cell.source)
     return words, lines
 

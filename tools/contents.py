@@ -31,6 +31,7 @@ import nbformat
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools import hosted
 from tools.nbtools import REPO_ROOT, part_of, tutorial_paths
 
 NAV_MARK = "<!--navigation-->"
@@ -65,7 +66,8 @@ def nav_line(paths: list[Path], i: int, contents_link: str) -> str:
     if i + 1 < len(paths):
         num, title = title_of(paths[i + 1])
         parts.append(f"[{num} · {title} →]({paths[i + 1].name})")
-    return f"{NAV_MARK}\n" + " | ".join(parts)
+    launch = hosted.badges(f"{paths[i].parent.name}/{paths[i].name}")
+    return f"{NAV_MARK}\n" + " | ".join(parts) + " " + launch
 
 
 def _set_nav(source: str, line: str, where: str) -> str:
@@ -119,14 +121,15 @@ def contents_table(root: Path = REPO_ROOT) -> str:
         for name in files:
             practised.setdefault(name, []).append(f"[Lab {num}](labs/{lab.name})")
         lab_rows.append(
-            f"| [Lab {num} · {title}](labs/{lab.name}) | "
+            f"| [Lab {num} · {title}](labs/{lab.name}) {hosted.badges(f'labs/{lab.name}')} | "
             + ", ".join(part_of(name) for name in files)
             + f" | [solution](labs/solutions/{lab.name}) |"
         )
     for path in tutorials(root):
         num, title = title_of(path)
         links = ", ".join(practised.get(path.name, []))
-        rows.append(f"| {num} | [{title}](notebooks/{path.name}) | {links} |")
+        launch = hosted.badges(f"notebooks/{path.name}")
+        rows.append(f"| {num} | [{title}](notebooks/{path.name}) {launch} | {links} |")
     table = "\n".join(rows)
     if len(lab_rows) > 2:
         table += "\n\n" + "\n".join(lab_rows)

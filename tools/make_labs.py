@@ -67,6 +67,7 @@ import nbformat
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools import hosted
 from tools.nbtools import REPO_ROOT
 
 SOLUTIONS_DIR = REPO_ROOT / "labs" / "solutions"
@@ -241,7 +242,10 @@ def make_student(
             continue
         where = f"{name}, cell {index}"
         cell_id = cell.get("id") or f"cell-{index}"
-        if cell.cell_type == "code":
+        if cell.cell_type == "code" and hosted.TAG in tags:  # it opens the student's folder
+            source, count = hosted.setup_source(f"{dst_dir}/{Path(name).name}"), 0
+            new = nbformat.v4.new_code_cell(source)
+        elif cell.cell_type == "code":
             source, count = stub_regions(cell.source, task, where)
             regions += count
             new = nbformat.v4.new_code_cell(source)
