@@ -90,6 +90,19 @@ def test_without_root_or_ip_there_is_one_clear_reason(monkeypatch):
     assert netns.unavailable_reason() == "network namespaces need Linux; this is darwin"
 
 
+def test_a_hosted_runtime_is_named_in_the_reason(monkeypatch):
+    """Colab and Kaggle run notebooks as root in a container that cannot make namespaces:
+    the skip line says so, instead of a puzzling "needs root" to a process whose uid is 0."""
+    monkeypatch.setattr(netns.shutil, "which", lambda name: "/usr/sbin/ip")
+    monkeypatch.setattr(netns, "_capabilities", lambda: 0)
+    monkeypatch.setenv("KAGGLE_KERNEL_RUN_TYPE", "Interactive")
+    reason = netns.unavailable_reason()
+    assert reason.startswith("Kaggle runs notebooks in a container without the capabilities")
+    assert "CAP_NET_ADMIN" in reason and "dev container" in reason and "\n" not in reason
+    monkeypatch.setattr(netns, "_capabilities", lambda: -1)  # every capability: no reason
+    assert netns.unavailable_reason() is None
+
+
 def test_a_free_private_24_is_picked():
     net = ipaddress.ip_network
     taken = [net("192.0.2.0/24"), net("10.213.0.0/24"), net("10.213.1.7/32")]

@@ -178,8 +178,31 @@ def _capabilities() -> int | None:
     return None
 
 
+def hosted_runtime() -> str | None:
+    """"Google Colab" or "Kaggle" when this process runs in one (as the setup cell tells)."""
+    if os.environ.get("KAGGLE_KERNEL_RUN_TYPE"):
+        return "Kaggle"
+    try:
+        import google.colab  # noqa: F401
+    except ImportError:
+        return None
+    return "Google Colab"
+
+
 def unavailable_reason() -> str | None:
     """``None`` when this process can make hosts, else one line saying what is missing."""
+    reason = _missing()
+    hosted = hosted_runtime() if reason else None
+    if hosted:  # root there, but in a container that may not change its network
+        return (
+            f"{hosted} runs notebooks in a container without the capabilities network "
+            f"namespaces need ({reason}); read the stored outputs, or run this part on Linux "
+            "as root (the course's dev container)"
+        )
+    return reason
+
+
+def _missing() -> str | None:
     if not sys.platform.startswith("linux"):
         return f"network namespaces need Linux; this is {sys.platform}"
     if shutil.which("ip") is None:
