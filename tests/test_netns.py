@@ -101,6 +101,8 @@ def test_a_hosted_runtime_is_named_in_the_reason(monkeypatch):
     assert "CAP_NET_ADMIN" in reason and "dev container" in reason and "\n" not in reason
     monkeypatch.setattr(netns, "_capabilities", lambda: -1)  # every capability: no reason
     assert netns.unavailable_reason() is None
+    monkeypatch.setattr(netns.shutil, "which", lambda name: None)  # what root can fix there
+    assert netns.unavailable_reason().startswith("the `ip` command (iproute2) is not installed")
 
 
 def test_a_free_private_24_is_picked():

@@ -94,9 +94,13 @@ if HOSTED and not os.path.isdir("{up}/src/dtf"):
     URL = os.environ.get("DTF_COURSE_URL", URL)  # a fork, or a local clone (tests)
     REF = os.environ.get("DTF_COURSE_REF", REF)
     clone = ["git", "clone", "-q", "--depth=1", "-b", REF, URL, "dtf-course"]
-    if not os.path.isdir("dtf-course"):
-        subprocess.run(clone, check=True)
-    subprocess.run([sys.executable, "dtf-course/tools/hosted_setup.py"], check=True)
+    steps = [] if os.path.isdir("dtf-course") else [clone]
+    for step in [*steps, [sys.executable, "dtf-course/tools/hosted_setup.py"]]:
+        done = subprocess.run(step, capture_output=True, text=True)  # printed here: Colab
+        print(done.stdout, end="")  # shows no output of a child process by itself
+        if done.returncode:
+            hint = " (on Kaggle: Settings, Internet on)" if step is clone else ""
+            raise SystemExit(f"{{' '.join(step)}} failed{{hint}}: {{done.stderr.strip()}}")
     os.chdir("dtf-course/{folder}")
     sys.path.insert(0, os.path.abspath("{up}/src"))  # the kernel started before the install"""
 
@@ -125,14 +129,14 @@ def update(path: Path, root: Path = REPO_ROOT) -> bool:
     existing = [c for c in nb.cells if TAG in c.metadata.get("tags", [])]
     for cell in existing[1:]:
         nb.cells.remove(cell)
-    if existing:
+    if existing:  # new source; its execution count stays (it printed nothing where it ran)
         cell = existing[0]
         cell.source = source
         nb.cells.remove(cell)
     else:
         cell = nbformat.v4.new_code_cell(source, id=CELL_ID)
         cell.metadata["tags"] = [TAG]
-    cell.outputs, cell.execution_count = [], None
+    cell.outputs = []
     codes = [i for i, c in enumerate(nb.cells) if c.cell_type == "code"]
     nb.cells.insert(codes[0] if codes else len(nb.cells), cell)  # before the parameters cell
     if rel.startswith("labs/"):

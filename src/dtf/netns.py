@@ -179,7 +179,7 @@ def _capabilities() -> int | None:
 
 
 def hosted_runtime() -> str | None:
-    """"Google Colab" or "Kaggle" when this process runs in one (as the setup cell tells)."""
+    """ "Google Colab" or "Kaggle" when this process runs in one (as the setup cell tells)."""
     if os.environ.get("KAGGLE_KERNEL_RUN_TYPE"):
         return "Kaggle"
     try:
@@ -192,7 +192,7 @@ def hosted_runtime() -> str | None:
 def unavailable_reason() -> str | None:
     """``None`` when this process can make hosts, else one line saying what is missing."""
     reason = _missing()
-    hosted = hosted_runtime() if reason else None
+    hosted = hosted_runtime() if reason and reason.startswith("needs root") else None
     if hosted:  # root there, but in a container that may not change its network
         return (
             f"{hosted} runs notebooks in a container without the capabilities network "
