@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -32,7 +33,7 @@ from tests.conftest import ROOT
 from tools import hosted, nbrun
 from tools.agenda import ONE_DAY
 
-pytestmark = [pytest.mark.hosted, pytest.mark.xdist_group("hosted")]
+pytestmark = [pytest.mark.hosted, pytest.mark.slow, pytest.mark.xdist_group("hosted")]
 KERNEL = "hosted-sim"
 #: The runtime's own stack: what Colab has of the course's requirements (all but the cluster
 #: schemas), at Colab's versions, without the course.
@@ -40,6 +41,16 @@ LINUX_X86 = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64"
 TENSORFLOW = "tensorflow-cpu" if LINUX_X86 else "tensorflow"  # as noxfile.py picks it
 RUNTIME = (TENSORFLOW, "keras", "jax", "jaxlib", "ipykernel", "matplotlib", "pandas")
 RUNTIME += ("scikit-learn", "psutil", "pyyaml")
+
+
+def freeze(python) -> list[str]:
+    """`name==version` of every distribution in `python`'s environment, names normalised."""
+    lines = run(python, "-m", "pip", "list", "--format=freeze").splitlines()
+    return [
+        re.sub(r"[-_.]+", "-", line.split("==")[0]).lower() + "==" + line.split("==")[1]
+        for line in lines
+        if "==" in line
+    ]
 
 
 def run(*cmd, **kw):
@@ -68,7 +79,7 @@ def runtime(tmp_path_factory):
     run("git", "--git-dir", clone, "tag", "-f", hosted.release_ref(), "HEAD")  # HEAD, tagged
     content = base / "content"
     content.mkdir()
-    before = run(python, "-m", "pip", "list", "--format=freeze").lower().splitlines()
+    before = freeze(python)
     return python, content, f"file://{clone}", before
 
 
@@ -97,16 +108,19 @@ def test_the_one_day_track_runs_in_a_hosted_runtime(runtime, path, monkeypatch, 
     shutil.copy(path, opened)
     result = nbrun.execute(opened, cwd=content, kernel=KERNEL, timeout=600)
     assert result.code_cells > 1
+    setup = next(c for c in result.nb.cells if hosted.TAG in c.metadata.get("tags", []))
+    said = "".join(o.get("text", "") for o in setup.outputs)  # what the learner reads
+    assert f"The runtime's own: {TENSORFLOW} 2.20.0, keras 3.13.2." in said, said
     assert (content / "dtf-course" / "src" / "dtf").is_dir(), "the setup cell fetched nothing"
-    freeze = "\n" + run(python, "-m", "pip", "list", "--format=freeze").lower()
+    after = "\n" + "\n".join(freeze(python))
     # what the runtime lacked was added; its own stack kept its versions; one TensorFlow
     for added in ("kubernetes==", "kubeflow-training==", "dtf-hands-on=="):
-        assert "\n" + added in freeze, f"the setup cell did not install {added[:-2]}"
+        assert "\n" + added in after, f"the setup cell did not install {added[:-2]}"
     for kept in before:  # every distribution the runtime had, at its version
-        assert "\n" + kept in freeze, f"the runtime's {kept} was changed"
-    assert f"\n{TENSORFLOW}==2.20.0" in freeze and "\nkeras==3.13.2" in freeze  # Colab's
+        assert "\n" + kept in after, f"the runtime's {kept} was changed"
+    assert f"\n{TENSORFLOW}==2.20.0" in after and "\nkeras==3.13.2" in after  # Colab's
     other = "tensorflow" if TENSORFLOW == "tensorflow-cpu" else "tensorflow-cpu"
-    assert f"\n{other}==" not in freeze, "a second TensorFlow was installed"
+    assert f"\n{other}==" not in after, "a second TensorFlow was installed"
 
 
 def test_the_setup_cell_does_nothing_on_a_laptop():
