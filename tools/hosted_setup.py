@@ -11,7 +11,8 @@ fetched the course; on a laptop that cell does nothing. It
 3. installs the course package itself with `--no-deps`, editable, so that the worker
    processes the notebooks start import it too.
 
-Standard library only: it runs under whatever Python the runtime has (3.11 or newer).
+Standard library only (with tools/versions.py): it runs under whatever Python the runtime
+has (3.11 or newer).
 """
 
 from __future__ import annotations
@@ -25,8 +26,11 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a file from the fetched course: its tools package
+from tools.versions import OWNERS  # noqa: E402 (standard library only, too)
+
 OWN = "dtf-hands-on"
-TENSORFLOW = ("tensorflow", "tensorflow-cpu", "tf-nightly", "tf-nightly-cpu")
+TENSORFLOW, KERAS = OWNERS["tensorflow"], OWNERS["keras"]
 
 
 def canonical(name: str) -> str:
@@ -84,7 +88,7 @@ def main() -> int:
         finally:
             Path(f.name).unlink()
     pip("--no-deps", "--editable", str(ROOT))
-    keras = [f"{d} {have[d]}" for d in ("keras", "keras-nightly") if d in have]
+    keras = [f"{d} {have[d]}" for d in KERAS if d in have]
     print(
         f"Course ready in {ROOT}. Added: {', '.join(need) or 'nothing'}. "
         f"The runtime's own: {', '.join(tensorflow + keras)}."
