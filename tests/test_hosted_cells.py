@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -157,3 +158,37 @@ def test_the_installer_runs_on_the_standard_library_alone(name):
     }
     outside = {m for m in imported if m.split(".")[0] not in sys.stdlib_module_names}
     assert outside - {"__future__"} <= {"tools.versions"}
+
+
+# --------------------------------------------------------------------------- the room
+
+
+def expand(cell: str, order: list[str]) -> list[str]:
+    """The parts a table cell names: "02, 05, 11–11e; labs 01, 06" (a range in course order)."""
+    parts, labs = [], False
+    for chunk in re.split(r"[,;]\s*", re.sub(r"\([^)]*\)", "", cell)):
+        chunk = chunk.strip()
+        if re.match(r"labs? ", chunk):
+            labs, chunk = True, chunk.split(" ", 1)[1]
+        if not chunk:
+            continue
+        if labs:
+            parts.append(f"Lab {chunk}")
+        elif "–" in chunk:
+            first, last = chunk.split("–")
+            parts += order[order.index(first) : order.index(last) + 1]
+        else:
+            parts.append(chunk)
+    return parts
+
+
+def test_the_room_section_names_every_part_once_in_its_memory_table():
+    guide = (ROOT / "INSTRUCTORS.md").read_text(encoding="utf-8")
+    section = guide.split("## A room that cannot install")[1].split("\n## ")[0]
+    for needed in ("Binder is not supported", "constraints/colab.txt", "Not run here", "13c"):
+        assert needed in section, needed
+    order = [contents.title_of(p)[0] for p in contents.tutorials()]
+    labs = [f"Lab {contents.lab_info(p)[0]}" for p in contents.labs()]
+    rows = [ln for ln in section.splitlines() if re.match(r"\s*\| [0-9]", ln)]
+    named = [part for row in rows for part in expand(row.split("|")[1], order)]
+    assert sorted(named) == sorted(order + labs), "every part and lab once in the memory table"
