@@ -25,9 +25,14 @@ import tempfile
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))  # run as a file from the fetched course: its tools package
+# Run as a file from the fetched course (`python tools/hosted_setup.py`): put the course's
+# root first on the import path, so that `tools` below is its package.
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
 from tools.versions import OWNERS  # noqa: E402 (standard library only, too)
+
+ROOT = Path(__file__).resolve().parent.parent
 
 OWN = "dtf-hands-on"
 TENSORFLOW, KERAS = OWNERS["tensorflow"], OWNERS["keras"]
