@@ -16,13 +16,15 @@ setup-python (hosted on 3.13, as Colab).
 
 from __future__ import annotations
 
-import platform
 import sys
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))  # nox imports this file by path: make `tools` importable
+from tools.versions import tensorflow_wheel  # noqa: E402 (standard library only)
+
 nox.options.sessions = ["pins"]
 nox.options.reuse_existing_virtualenvs = False
 nox.options.error_on_external_run = True
@@ -45,14 +47,6 @@ def _pins(path: str, names: tuple[str, ...]) -> list[str]:
     if missing:
         raise SystemExit(f"{path} pins none of {sorted(missing)}: add them there")
     return found
-
-
-def _tensorflow_wheel() -> str:
-    """`tensorflow-cpu` where that wheel exists (Linux x86-64, Windows), else `tensorflow`."""
-    machine = platform.machine().lower()
-    if (sys.platform == "linux" and machine in ("x86_64", "amd64")) or sys.platform == "win32":
-        return "tensorflow-cpu"
-    return "tensorflow"
 
 
 def _run_course(session: nox.Session, name: str) -> None:
@@ -83,7 +77,7 @@ def hosted(session: nox.Session) -> None:
     """Colab's versions: the notebooks, the labs, the claims and the simulated hosted runtime."""
     constraints = ("-c", "constraints/colab.txt")
     # The runtime's own stack first, exactly as Colab ships it ...
-    session.install(*constraints, _tensorflow_wheel(), "keras", "jax", "jaxlib", "ipykernel")
+    session.install(*constraints, tensorflow_wheel(), "keras", "jax", "jaxlib", "ipykernel")
     # tf_keras requires `tensorflow`, which would install the full wheel beside tensorflow-cpu.
     session.install(*constraints, "--no-deps", "tf_keras")
     # ... then the course's own requirements (the `hosted` extra), held to Colab's versions
@@ -105,7 +99,7 @@ def next(session: nox.Session) -> None:  # noqa: A001 - the session's name on th
     # keras and keras-nightly both own the `keras` module: remove keras before its nightly
     # is installed, or uninstalling it later would delete the nightly's files.
     session.run_install("python", "-m", "pip", "uninstall", "--yes", "keras")
-    session.install("--pre", "--upgrade", _tensorflow_wheel(), "keras-nightly")
+    session.install("--pre", "--upgrade", tensorflow_wheel(), "keras-nightly")
     session.install("--no-deps", "-e", ".")
     session.run("python", "-m", "tools.versions", "--require", "keras-nightly")
     _run_course(session, "next")

@@ -17,6 +17,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from tests.conftest import ROOT
+from tools.versions import canonical
 
 PLATFORMS = {
     "linux-x86_64": {"sys_platform": "linux", "platform_machine": "x86_64"},
@@ -445,10 +446,6 @@ def colab_pins() -> dict[str, str]:
     lines = (ROOT / "constraints" / "colab.txt").read_text().splitlines()
     pins = [Requirement(ln) for ln in lines if ln.strip() and not ln.startswith("#")]
     return {canonical(r.name): next(iter(r.specifier)).version for r in pins}
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def test_colab_constraints_name_their_source_and_lie_in_every_range():

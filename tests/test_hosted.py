@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -32,13 +30,13 @@ import pytest
 from tests.conftest import ROOT
 from tools import hosted, nbrun
 from tools.agenda import ONE_DAY
+from tools.versions import canonical, tensorflow_wheel
 
 pytestmark = [pytest.mark.hosted, pytest.mark.slow, pytest.mark.xdist_group("hosted")]
 KERNEL = "hosted-sim"
 #: The runtime's own stack: what Colab has of the course's requirements (all but the cluster
 #: schemas), at Colab's versions, without the course.
-LINUX_X86 = sys.platform == "linux" and platform.machine() in ("x86_64", "AMD64")
-TENSORFLOW = "tensorflow-cpu" if LINUX_X86 else "tensorflow"  # as noxfile.py picks it
+TENSORFLOW = tensorflow_wheel()  # as noxfile.py installs it
 RUNTIME = (TENSORFLOW, "keras", "jax", "jaxlib", "ipykernel", "matplotlib", "pandas")
 RUNTIME += ("scikit-learn", "psutil", "pyyaml")
 
@@ -47,7 +45,7 @@ def freeze(python) -> list[str]:
     """`name==version` of every distribution in `python`'s environment, names normalised."""
     lines = run(python, "-m", "pip", "list", "--format=freeze").splitlines()
     return [
-        re.sub(r"[-_.]+", "-", line.split("==")[0]).lower() + "==" + line.split("==")[1]
+        canonical(line.split("==")[0]) + "==" + line.split("==")[1]
         for line in lines
         if "==" in line
     ]

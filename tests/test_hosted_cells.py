@@ -192,3 +192,17 @@ def test_the_room_section_names_every_part_once_in_its_memory_table():
     rows = [ln for ln in section.splitlines() if re.match(r"\s*\| [0-9]", ln)]
     named = [part for row in rows for part in expand(row.split("|")[1], order)]
     assert sorted(named) == sorted(order + labs), "every part and lab once in the memory table"
+
+
+def test_check_reports_a_stale_cell_and_changes_nothing(tree: Path, capsys):
+    """--check is update() without writing: the same rules, so the two cannot drift apart."""
+    path = tree / "notebooks" / "10_mirrored_strategy_custom_loop.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    setup = next(c for c in nb.cells if hosted.TAG in c.metadata.get("tags", []))
+    setup.source += "\nprint('changed')"
+    nbformat.write(nb, path)
+    before = path.read_bytes()
+    assert hosted.main(["--check"], root=tree) == 1
+    assert "notebooks/10_mirrored_strategy_custom_loop.ipynb" in capsys.readouterr().out
+    assert path.read_bytes() == before
+    assert hosted.main([], root=tree) == 0 and hosted.main(["--check"], root=tree) == 0

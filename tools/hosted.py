@@ -120,8 +120,9 @@ def _set_badges(source: str, line: str) -> str:
     return f"{source.rstrip()}\n\n{line}"
 
 
-def update(path: Path, root: Path = REPO_ROOT) -> bool:
-    """Make the setup cell the first code cell (and a lab's badges); True if it changed."""
+def update(path: Path, root: Path = REPO_ROOT, write: bool = True) -> bool:
+    """Make the setup cell the first code cell (and a lab's badges); True if that changed
+    anything (with ``write=False``: would change; the file is left as it is)."""
     nb = nbformat.read(path, as_version=4)
     rel = path.relative_to(root).as_posix()
     before = nbformat.writes(nb)
@@ -145,27 +146,23 @@ def update(path: Path, root: Path = REPO_ROOT) -> bool:
         nb.cells[0].source = _set_badges(nb.cells[0].source, line)
     if nbformat.writes(nb) == before:
         return False
-    nbformat.write(nb, path)
+    if write:
+        nbformat.write(nb, path)
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.hosted", description=__doc__)
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if stale")
     args = parser.parse_args(argv)
     stale = []
-    for path in notebooks():
-        if args.check:
-            nb = nbformat.read(path, as_version=4)
-            code = [c for c in nb.cells if c.cell_type == "code"]
-            rel = path.relative_to(REPO_ROOT).as_posix()
-            ok = bool(code) and code[0].source == setup_source(rel) and not code[0].outputs
-            if rel.startswith("labs/"):
-                ok = ok and badges("labs/" + path.name) in nb.cells[0].source
-            if not ok:
+    for path in notebooks(root):
+        if update(path, root, write=not args.check):
+            rel = path.relative_to(root).as_posix()
+            if args.check:
                 stale.append(rel)
-        elif update(path):
-            print(f"updated {path.relative_to(REPO_ROOT)}")
+            else:
+                print(f"updated {rel}")
     if stale:
         print("setup cell or badges out of date (run python -m tools.hosted):", *stale, sep="\n  ")
         return 1

@@ -30,16 +30,12 @@ from pathlib import Path
 if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tools.versions import OWNERS  # noqa: E402 (standard library only, too)
+from tools.versions import OWNERS, canonical  # noqa: E402 (standard library only, too)
 
 ROOT = Path(__file__).resolve().parent.parent
 
 OWN = "dtf-hands-on"
 TENSORFLOW, KERAS = OWNERS["tensorflow"], OWNERS["keras"]
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def requirements(root: Path = ROOT) -> list[str]:

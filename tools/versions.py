@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import importlib.metadata as md
 import platform
+import re
 import sys
 
 #: Each module the course depends on, with the distributions that can provide it.
@@ -26,6 +27,20 @@ OWNERS: dict[str, tuple[str, ...]] = {
     "numpy": ("numpy",),
     "pandas": ("pandas",),
 }
+
+
+def canonical(name: str) -> str:
+    """A distribution's name as pip compares them: `tf_keras` and `TF-Keras` are `tf-keras`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def tensorflow_wheel() -> str:
+    """The CPU TensorFlow distribution for this machine: `tensorflow-cpu` where that wheel
+    exists (Linux x86-64, Windows), else `tensorflow` (the CPU build there)."""
+    machine = platform.machine().lower()
+    if (sys.platform == "linux" and machine in ("x86_64", "amd64")) or sys.platform == "win32":
+        return "tensorflow-cpu"
+    return "tensorflow"
 
 
 def installed(dist: str) -> str | None:
