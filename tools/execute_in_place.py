@@ -40,6 +40,10 @@ VOLATILE_CELL_KEYS = ("execution", "papermill", "ExecuteTime")
 VOLATILE_NB_KEYS = ("papermill", "widgets")
 
 
+#: The start of dtf.timing's load line (a copy: tools do not import the course package).
+LOAD_LINE = "machine load before timing:"
+
+
 class NotebookFailed(Exception):
     """A cell raised, timed out or the kernel died; the notebook file was left unchanged."""
 
@@ -76,9 +80,31 @@ def execute_notebook(path: Path, *, timeout: float = 300, name: str | None = Non
         run = nbrun.execute(path, timeout=timeout, kernel=KERNEL, record_timing=False)
     except nbrun.NotebookError as exc:
         raise NotebookFailed(name, exc.cell_index, exc.message) from exc
+    busy = busy_timing(run.nb)
+    if busy:
+        raise NotebookFailed(
+            name,
+            busy[0],
+            f"its timings ran on a busy machine ({busy[1]}): stored timings must come from a "
+            "quiet one. Stop what else is running, wait a minute and run it again",
+        )
     strip_volatile(run.nb)
     nbrun.save(run.nb, path)  # written beside the file and renamed over it
     return run.code_cells
+
+
+def busy_timing(nb: Any) -> tuple[int, str] | None:
+    """(cell index, load) of a timing notebook that ran on a busy machine, else None.
+
+    Timing lessons print :func:`dtf.timing.machine_load` before they time anything; its line
+    says BUSY when the one-minute load was above one runnable thread per core.
+    """
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            for line in str(out.get("text", "")).splitlines():
+                if line.startswith(LOAD_LINE) and "BUSY" in line:
+                    return index, "load " + line[len(LOAD_LINE) :].split("(")[0].strip()
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:
