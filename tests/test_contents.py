@@ -192,3 +192,55 @@ def test_a_part_follows_its_lesson_in_the_table_and_the_navigation(tree: Path) -
     assert readme.index("| 01 | [Next]") < readme.index("| 01b | [More](notebooks/01b_more.ipynb)")
     nav = nbformat.read(tree / "notebooks" / "01_next.ipynb", as_version=4).cells[0].source
     assert "01b_more.ipynb" in nav
+
+
+# --------------------------------------------------------------------------- part references
+def markdown_of(path: Path) -> str:
+    return "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
+
+
+def test_a_mention_of_a_part_becomes_a_link(tree: Path, capsys) -> None:
+    first = tree / "notebooks" / "00_start.ipynb"
+    add_markdown(first, "As part 01 shows, and parts 00 and 01 both say; `part 01` is code.")
+    add_markdown(tree / "labs" / "solutions" / "01_next_lab.ipynb", "Part 00 and Lab 01 again.")
+    capsys.readouterr()
+    assert contents.main(["--check"], root=tree) == 1
+    assert "00_start.ipynb mentions a part or lab without a link" in capsys.readouterr().out
+    assert contents.main([], root=tree) == 0
+    text = markdown_of(first)
+    assert "As [part 01](01_next.ipynb) shows" in text
+    assert "parts [00](00_start.ipynb) and [01](01_next.ipynb) both say" in text
+    assert "`part 01` is code" in text
+    solution = markdown_of(tree / "labs" / "solutions" / "01_next_lab.ipynb")
+    assert "[Part 00](../../notebooks/00_start.ipynb) and [Lab 01](01_next_lab.ipynb)" in solution
+    assert "# Lab 01 · Next" in solution  # headings are left alone
+    assert contents.main(["--check"], root=tree) == 0
+
+
+def test_a_link_that_names_another_part_or_a_missing_part_fails(tree: Path, capsys) -> None:
+    first = tree / "notebooks" / "00_start.ipynb"
+    add_markdown(first, "See [part 01](00_start.ipynb), and part 07.")
+    capsys.readouterr()
+    assert contents.main([], root=tree) == 1
+    out = capsys.readouterr().out
+    assert "'part 01' links to 00_start.ipynb" in out
+    assert "'part 07': no part 07" in out
+
+
+def test_a_split_breaks_every_reference_to_the_old_part(tree: Path, capsys) -> None:
+    add_markdown(tree / "notebooks" / "00_start.ipynb", "Part 01 does it.")
+    assert contents.main([], root=tree) == 0
+    old = tree / "notebooks" / "01_next.ipynb"
+    old.rename(tree / "notebooks" / "01b_next.ipynb")  # the part is split or renamed
+    capsys.readouterr()
+    assert contents.main(["--check"], root=tree) == 1
+    assert "[Part 01](01_next.ipynb)" in markdown_of(tree / "notebooks" / "00_start.ipynb")
+    assert "01_next.ipynb: no such file" in capsys.readouterr().out
+
+
+def test_generated_regions_are_not_linked() -> None:
+    text = "<!-- agenda:start -->\n| Lab 01 | x |\n<!-- agenda:end -->\nLab 01 here."
+    index = ({}, {"01": "labs/01_x_lab.ipynb"})
+    new, problems = contents.link_mentions(text, "INSTRUCTORS.md", index)
+    assert problems == []
+    assert new == text.replace("Lab 01 here", "[Lab 01](labs/01_x_lab.ipynb) here")

@@ -5,11 +5,19 @@ or adding one needs only ``python -m tools.contents``. The generated parts sit b
 marker comments, so running it again changes nothing (idempotent); ``--check`` exits 1
 when something is out of date (the structure tests use it).
 
+Every mention of another part or lab in prose ("part 04b", "notebooks 09 and 10", "Lab 02"),
+in README.md, INSTRUCTORS.md, the tutorials and the lab solutions, must be a link to it (outside
+code, headings and generated regions): the update links each one, ``--check`` reports it as
+stale, and a link whose text names another part than the file it leads to is an error. So when a
+notebook is split or renamed, every reference to it breaks visibly instead of pointing at the
+wrong part.
+
 Both modes also check every relative link in the markdown cells of every notebook
-(``notebooks/``, ``labs/``, ``labs/solutions/``) and in ``README.md``: it must lead to a file or
-folder that exists, with the same case (GitHub and Linux are case-sensitive), inside the
-repository. Web links (any ``scheme:``) and anchors within a page (``#x``) are not checked;
-the anchor of ``file#x`` is ignored. Links in code spans and fenced code blocks are not links.
+(``notebooks/``, ``labs/``, ``labs/solutions/``) and in ``README.md`` and ``INSTRUCTORS.md``: it
+must lead to a file or folder that exists, with the same case (GitHub and Linux are
+case-sensitive), inside the repository. Web links (any ``scheme:``) and anchors within a page
+(``#x``) are not checked; the anchor of ``file#x`` is ignored. Links in code spans and fenced
+code blocks are not links.
 A broken link is printed with its file and cell (or line) and makes the exit status 1.
 """
 
@@ -254,8 +262,9 @@ def check_target(root: Path, file: str, target: str) -> str | None:
 
 
 def link_files(root: Path = REPO_ROOT) -> list[Path]:
-    """The files whose links are checked: README.md and the notebooks of LINK_FOLDERS."""
-    files = [root / "README.md"] if (root / "README.md").exists() else []
+    """The files whose links are checked: README.md, INSTRUCTORS.md and the notebooks of
+    LINK_FOLDERS."""
+    files = [root / name for name in MENTION_FILES if (root / name).exists()]
     for folder in LINK_FOLDERS:
         files.extend(sorted((root / folder).glob("*.ipynb")))
     return files
@@ -286,6 +295,141 @@ def broken_links(root: Path = REPO_ROOT) -> list[BrokenLink]:
     return problems
 
 
+# --------------------------------------------------------------------------- part references
+#: "part 04b", "notebooks 09 and 10", "Lab 02", "parts 11–11e": a word, then numbers.
+_NUMBER = r"\d{2}[a-e]?"
+MENTION = re.compile(
+    rf"\b(?P<kind>[Nn]otebooks?|[Pp]arts?|[Ll]abs?)\s+(?P<nums>{_NUMBER}"
+    rf"(?:(?:,\s*|,?\s+and\s+|,?\s+or\s+|\s*[–-]\s*|\s+to\s+){_NUMBER})*)(?![\w.]*\d)"
+)
+_LINK_SPAN = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
+MENTION_FILES = ("README.md", "INSTRUCTORS.md")
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A reference to another part or lab that is not a link to it."""
+
+    file: str
+    where: str  # "cell index N" in a notebook; empty in a markdown file
+    problem: str
+
+    def __str__(self) -> str:
+        where = f" ({self.where})" if self.where else ""
+        return f"{self.file}{where}: {self.problem}"
+
+
+def part_files(root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """``{"04b": "notebooks/04b_x.ipynb"}`` and ``{"02": "labs/02_x_lab.ipynb"}``."""
+    notebooks = {p.name[:3].rstrip("_"): f"notebooks/{p.name}" for p in tutorials(root)}
+    lab_files = {p.name[:2]: f"labs/{p.name}" for p in labs(root)}
+    return notebooks, lab_files
+
+
+def _target_for(kind: str, number: str, file: str, index) -> str | None:
+    """The relative link from ``file`` to the part or lab ``number``; None if there is none."""
+    notebooks, lab_files = index
+    found = (lab_files if kind.lower().startswith("lab") else notebooks).get(number)
+    if found is None:
+        return None
+    if file.startswith("labs/solutions/") and found.startswith("labs/"):
+        return posixpath.basename(found)  # make_labs points it at the student lab
+    return posixpath.relpath(found, posixpath.dirname(file) or ".")
+
+
+def _blank(text: str) -> str:
+    """``text`` with code, headings and generated regions (``<!-- x:start -->`` to
+    ``<!-- x:end -->``) turned into spaces: every offset stays where it was."""
+    spaces = lambda m: re.sub(r"[^\n]", " ", m[0])  # noqa: E731
+    lines, fence = text.split("\n"), None
+    for i, line in enumerate(lines):
+        m = _FENCE.match(line)
+        if fence is None and m:
+            fence, lines[i] = m[1], " " * len(line)
+        elif fence is not None:
+            if m and m[1][0] == fence[0] and len(m[1]) >= len(fence):
+                fence = None
+            lines[i] = " " * len(line)
+    blank = _CODE_SPAN.sub(spaces, "\n".join(lines))
+    blank = re.sub(r"(?m)^ {0,3}#.*$", spaces, blank)
+    return re.sub(r"<!-- (\w+):start -->.*?<!-- \1:end -->", spaces, blank, flags=re.S)
+
+
+def _mentions(text: str):
+    """(start, end, kind, [(number start, number)]) of each mention outside code and headings."""
+    blank = _blank(text)
+    links = [(m.start(), m.end(), m[0]) for m in _LINK_SPAN.finditer(blank)]
+    for m in MENTION.finditer(blank):
+        numbers = [(m.start("nums") + n.start(), n[0]) for n in re.finditer(_NUMBER, m["nums"])]
+        inside = next((link for link in links if link[0] <= m.start() < link[1]), None)
+        yield m.start(), m.end(), m["kind"], numbers, inside
+
+
+def link_mentions(text: str, file: str, index) -> tuple[str, list[str]]:
+    """``text`` with every unlinked mention linked to its part or lab, and the problems left:
+    a mention of a part that does not exist, and a link whose text names another part."""
+    problems, edits = [], []
+    for start, end, kind, numbers, inside in _mentions(text):
+        if inside is not None:
+            target = re.search(r"\]\(([^)#\s]*)", inside[2])
+            name = posixpath.basename(target[1]) if target else ""
+            if inside[2].startswith("!") or not name.endswith(".ipynb"):
+                continue  # image alt text, or a link to something else
+            if len(numbers) == 1 and not name.startswith(numbers[0][1] + "_"):
+                problems.append(f"{text[start:end]!r} links to {name}")
+            continue
+        targets = [_target_for(kind, number, file, index) for _, number in numbers]
+        if None in targets:
+            missing = [n for (_, n), t in zip(numbers, targets, strict=True) if t is None]
+            problems.append(f"{text[start:end]!r}: no {kind.lower().rstrip('s')} {missing[0]}")
+            continue
+        if len(numbers) == 1:
+            edits.append((start, end, f"[{text[start:end]}]({targets[0]})"))
+        else:
+            for (at, number), target in zip(numbers, targets, strict=True):
+                edits.append((at, at + len(number), f"[{number}]({target})"))
+    for a, b, new in sorted(edits, reverse=True):
+        text = text[:a] + new + text[b:]
+    return text, problems
+
+
+def mention_files(root: Path = REPO_ROOT) -> list[Path]:
+    """The files whose mentions of parts and labs must be links."""
+    files = [root / name for name in MENTION_FILES if (root / name).exists()]
+    return files + tutorials(root) + sorted((root / "labs" / "solutions").glob("*.ipynb"))
+
+
+def update_mentions(root: Path = REPO_ROOT, write: bool = True) -> tuple[list[str], list[Mention]]:
+    """Link every unlinked mention of a part or lab; returns (files changed, problems left)."""
+    root = root.resolve()
+    index = part_files(root)
+    changed, problems = [], []
+    for path in mention_files(root):
+        name = path.relative_to(root).as_posix()
+        if path.suffix == ".ipynb":
+            nb = nbformat.read(path, as_version=4)
+            cells = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
+            dirty = False
+            for i, c in cells:
+                new, found = link_mentions(c.source, name, index)
+                problems += [Mention(name, f"cell index {i}", f) for f in found]
+                if new != c.source:
+                    c.source, dirty = new, True
+            if dirty:
+                changed.append(name)
+                if write:
+                    nbformat.write(nb, path)
+        else:
+            old = path.read_text(encoding="utf-8")
+            new, found = link_mentions(old, name, index)
+            problems += [Mention(name, "", f) for f in found]
+            if new != old:
+                changed.append(name)
+                if write:
+                    path.write_text(new, encoding="utf-8")
+    return changed, problems
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -313,12 +457,22 @@ def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
     else:
         for name in _update_all(root):
             print(f"updated {name}")
+    linked, problems = update_mentions(root, write=not args.check)
+    for name in linked:
+        print(
+            f"stale: {name} mentions a part or lab without a link (run: python -m tools.contents)"
+            if args.check
+            else f"linked the mentions of parts and labs in {name}"
+        )
+    for problem in problems:
+        print(f"part reference: {problem}")
+    stale += linked if args.check else []
     broken = broken_links(root)
     for problem in broken:
         print(f"broken link: {problem}")
     if broken:
         print(f"{len(broken)} broken link(s): fix the link or add the file it points to")
-    return 1 if stale or broken else 0
+    return 1 if stale or broken or problems else 0
 
 
 def _update_all(root: Path) -> list[str]:
