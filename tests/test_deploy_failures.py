@@ -175,3 +175,60 @@ def test_check_with_no_manifest_to_check_is_no_success(tmp_path, capsys):
     line = _refused(capsys, [POST, "--out", tmp_path / "out", "--check"], "no manifest to check")
     assert "exclude='host'" in line
     assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- partial refusals
+# Issue 26: each of these exited 0 with only part of the deployment written, or nothing
+# but a copy of the cluster file, the reason on stdout among "not written" lines.
+
+
+@pytest.mark.parametrize(
+    "spec, exclude, task",
+    [
+        (POST, ["worker/0"], "worker/0"),
+        (POST, ["host", "worker/1"], "worker/1"),
+        ({"chief": 1, "worker": 3, "ps": 1}, ["worker:2"], "worker/2"),
+        ({"chief": 1, "worker": 2, "ps": 2}, ["ps/0"], "ps/0"),
+    ],
+)
+def test_an_exclude_naming_only_some_tasks_of_a_job_is_refused_before_any_file(
+    tmp_path, capsys, spec, exclude, task
+):
+    if isinstance(spec, dict):
+        (tmp_path / "c.json").write_text(json.dumps(spec))
+        spec = tmp_path / "c.json"
+    argv = [spec, "--out", tmp_path / "out"]
+    for item in exclude:
+        argv += ["--exclude", item]
+    job = task.split("/")[0]
+    line = _refused(capsys, argv, f"names only some tasks of job {job!r} ({task}")
+    assert "whole jobs only" in line and "--exclude host" in line  # what to do instead
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_run_that_could_write_only_a_copy_of_the_cluster_file_is_refused(tmp_path, capsys):
+    # Counts only (no hosts.txt, no TF_CONFIG) and a job no manifest accepts: neither
+    # manifest, so the "deployment" would be cluster.json alone. With a long --name the
+    # job's pod host name is also over Kubernetes' 63 characters, but the job is what to
+    # change: left out, the same name deploys.
+    client = "parameter_server_client_job"
+    (tmp_path / "c.json").write_text(json.dumps({"worker": 2, client: 1}))
+    name = "n" * 40
+    assert len(f"{name}-{client.replace('_', '-')}-0") > 63
+    out = tmp_path / "out"
+    line = _refused(
+        capsys, [tmp_path / "c.json", "--out", out, "--name", name], "no deployment file"
+    )
+    assert f"exclude='{client}'" in line and "longer than 63" not in line
+    assert not out.exists()
+    assert deploy.main([str(tmp_path / "c.json"), "--out", str(out), "--name", name,
+                        "--exclude", client, "--check"]) == 0  # fmt: skip
+    assert (out / "kubernetes" / "indexed-jobs.yaml").is_file()
+
+
+def test_indexed_jobs_name_the_job_no_strategy_accepts_before_its_host_name_length():
+    spec = {"worker": 2, "parameter_server_client_job": 1}
+    with pytest.raises(ClusterConfigError, match="cannot be an Indexed Job"):
+        deploy.indexed_jobs(spec, name="n" * 40)
+    with pytest.raises(ClusterConfigError, match="longer than 63 characters"):
+        deploy.pod_dns_names(spec, name="n" * 40)  # every job, as lab 07 asks for

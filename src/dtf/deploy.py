@@ -135,15 +135,26 @@ def _jobs(spec, exclude=None) -> dict[str, list[str | None]]:
     """The checked spec without the excluded tasks' jobs (a job is dropped only whole)."""
     jobs = load(spec)
     _check_not_empty(jobs, exclude)
+    _check_whole_jobs(jobs, exclude)
+    dropped = select_tasks(exclude, jobs)
+    return {job: a for job, a in jobs.items() if not any(t.job == job for t in dropped)}
+
+
+def _check_whole_jobs(jobs: Mapping[str, list], exclude) -> None:
+    """Refuse an ``exclude`` that names only some tasks of a job: every form of the
+    deployment numbers a job's tasks 0, 1, ..., so a task cannot be left out of the middle."""
     dropped = select_tasks(exclude, jobs)
     for job, addresses in jobs.items():
-        gone = {t for t in dropped if t.job == job}
+        gone = sorted(t.index for t in dropped if t.job == job)
         if gone and len(gone) != len(addresses):
+            kept = [i for i in range(len(addresses)) if i not in gone]
             raise ClusterConfigError(
-                f"exclude names only some tasks of job {job!r}; a deployment can leave out "
-                f"whole jobs only (e.g. exclude='{job}')."
+                f"exclude (--exclude) names only some tasks of job {job!r} "
+                f"({', '.join(f'{job}/{i}' for i in gone)}; not "
+                f"{', '.join(f'{job}/{i}' for i in kept)}): a deployment leaves out whole jobs "
+                "only. Exclude the client's job (e.g. --exclude host), or remove the task from "
+                "the cluster file."
             )
-    return {job: a for job, a in jobs.items() if not any(t.job == job for t in dropped)}
 
 
 #: The jobs whose tasks do the work: a deployment that keeps none of them trains nothing.
@@ -422,8 +433,10 @@ def indexed_jobs(
     progress. A hung worker is therefore never restarted by these Jobs; its peers see a
     heartbeat error and fail, and the Job's ``activeDeadlineSeconds`` (add one) bounds it."""
     name, port = check_name(name), _port(port)
-    cluster = pod_dns_names(spec, name, port, exclude)
-    other = [job for job in cluster if job not in strategy_jobs(cluster)]
+    jobs = _jobs(spec, exclude)
+    # The job no strategy accepts first: it, not the name, is what to change (a long client
+    # job's pod host name can be over 63 characters, but that pod is never made).
+    other = [job for job in jobs if job not in strategy_jobs(jobs)]
     if other:
         raise ClusterConfigError(
             f"job {other[0]!r} cannot be an Indexed Job: each pod's TF_CONFIG is read by "
@@ -432,6 +445,7 @@ def indexed_jobs(
             f"(exclude='{other[0]}', --exclude on the command line) if it is the client, or "
             "rename it (e.g. 'chief')."
         )
+    cluster = pod_dns_names(spec, name, port, exclude)
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -683,6 +697,7 @@ def write(
             " save it as UTF-8 (PowerShell: Set-Content -Encoding utf8)."
         ) from None
     _check_not_empty(jobs, exclude)  # never an empty deployment
+    _check_whole_jobs(jobs, exclude)  # never part of a job's tasks
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(
@@ -719,6 +734,18 @@ def write(
     if check and not manifests:
         # The first reason is enough to say what to change (usually both name the same job).
         raise ManifestError(f"--check: no manifest to check, none can be written: {skipped[0]}")
+    try:
+        rows = host_commands(spec, exclude=exclude)
+        configs = tf_configs(spec)
+    except ClusterConfigError as exc:
+        skipped.append(f"hosts.txt and tf_config/: {exc}")
+        rows = configs = None
+    if not manifests and rows is None:
+        # Only cluster.json, a copy of the input, would be written: no deployment at all.
+        raise ClusterConfigError(
+            f"no deployment file can be written, only a copy of the cluster file: {skipped[0]}"
+            f" And {skipped[-1]}"
+        )
     if check:
         for documents in manifests.values():
             for manifest in documents:
@@ -726,12 +753,7 @@ def write(
     earlier = _recorded(out)
     counted = {job: a if None not in a else len(a) for job, a in jobs.items()}
     put("cluster.json", json.dumps(counted, indent=2) + "\n")
-    try:
-        rows = host_commands(spec, exclude=exclude)
-        configs = tf_configs(spec)
-    except ClusterConfigError as exc:
-        skipped.append(f"hosts.txt and tf_config/: {exc}")
-    else:
+    if rows is not None:
         put("hosts.txt", _hosts_text(rows))
         for task, value in configs.items():
             put(f"tf_config/{task.replace('/', '-')}.json", value + "\n")
