@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -235,6 +236,65 @@ def test_timeout_kills_the_whole_tree(slow_run: SimpleNamespace) -> None:
     assert f"timed out after {SLOW_TIMEOUT_S} s" in row["error"]
     assert "**1 timeout**" in (slow_run.reports / "report.md").read_text(encoding="utf-8")
     assert "[1/1] nbs/slow.ipynb ..." in out and "  timeout in " in out
+
+
+# --------------------------------------------------------------------------- runner: Ctrl-C
+
+# Waits of the Ctrl-C test: the kernel reaching its first cell (a kernel start, ~2 s idle,
+# far more with both cores busy), and the runner's exit once interrupted (its clean-up
+# waits up to KILL_GRACE_S per stage).
+INTERRUPT_READY_S = 90
+INTERRUPT_EXIT_S = 60
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not nbtools.POSIX, reason="os.killpg: a terminal's Ctrl-C on POSIX")
+def test_ctrl_c_is_one_line_and_leaves_no_process(tmp_path: Path) -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole foreground process group: the runner
+    (started here in a group of its own, as a terminal starts ``make``) and make, not the
+    worker or kernel, which run in sessions of their own. The runner must stop the notebook's
+    processes and say so in one line, with no ``KeyboardInterrupt`` traceback."""
+    nb = make_notebook(
+        tmp_path / "nbs" / "waits.ipynb",
+        "import os, subprocess\nchild = subprocess.Popen(['sleep', '600'])\n"
+        "open('pids.txt.tmp', 'w').write(f'{os.getpid()} {child.pid}')\n"
+        "os.replace('pids.txt.tmp', 'pids.txt')",
+        "import time\ntime.sleep(600)",
+    )
+    cmd = [sys.executable, "-m", "tools.run_notebooks", str(nb), "--timeout", "300"]
+    cmd += ["--report-dir", str(tmp_path / "reports"), "--output-dir", str(tmp_path / "out")]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    pids_file = nb.parent / "pids.txt"
+    try:
+        deadline = time.monotonic() + INTERRUPT_READY_S
+        while not pids_file.exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the notebook's first cell did not run"
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, err = proc.communicate(timeout=INTERRUPT_EXIT_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate(timeout=30)
+    kernel, child = map(int, pids_file.read_text().split())
+    assert is_gone(kernel) and is_gone(child)
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("python -m tools.run_notebooks: interrupted (Ctrl-C): "), line
+    assert "waits.ipynb stopped, with every process it started" in line, line
+    assert "0 of 1 notebooks finished, no report written" in line, line
+    assert "[1/1]" in out and "Traceback" not in out, out
+    # Killed by SIGINT, as a shell or make expects of a program the user interrupted.
+    assert proc.returncode == -signal.SIGINT
+    assert not (tmp_path / "reports" / "report.json").exists()  # no report of a partial run
 
 
 # --------------------------------------------------------------------------- runner: usage

@@ -17,21 +17,26 @@ peak memory of the whole process tree, the metrics the notebook recorded with
 ``None``, an integer, a float, else the text as a string (``[1, 2]`` stays text). Values that
 have no literal in a parameters cell (``inf``, ``nan``, ``1e400``) are refused (exit status 2).
 
-Exit status: 0 all passed, 1 some failed or timed out, 2 usage error.
+Exit status: 0 all passed, 1 some failed or timed out, 2 usage error. Ctrl-C stops the
+notebook that is running and every process it started, says so in one line (no report is
+written) and ends the runner by SIGINT, as a shell and ``make`` expect (status 130 where there
+are no signals).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +56,8 @@ WORKER_FLAG = "--_worker"  # internal: run one notebook in this (child) process
 SAMPLE_INTERVAL_S = 0.25
 SUMMARY_MAX = 200
 STATUSES = ("passed", "failed", "timeout")
+#: The exit status after Ctrl-C where a process cannot end by its signal (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 @dataclass
@@ -187,6 +194,21 @@ class TreeSampler:
             self.sample()
             if self._stop.wait(self.interval):
                 return
+
+
+@contextlib.contextmanager
+def _ctrl_c_deferred() -> Iterator[None]:
+    """Ignore Ctrl-C while the processes of a run are being stopped: a second Ctrl-C must
+    not cut the clean-up short and leave a kernel running. Signal handlers belong to the main
+    thread; elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # --------------------------------------------------------------------------- worker (child)
@@ -341,23 +363,28 @@ def run_one(
             **nbtools.session_kwargs(),
         )
         sampler = TreeSampler(child.pid)
-        sampler.start()
         timed_out = False
         try:
+            sampler.start()
             child.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            sampler.stop()
-            sampler.sample()  # one last look at the tree, now that the thread is done
-            nbtools.terminate([*sampler.seen.values(), *nbtools.find_tagged(token)], child=child)
+            with _ctrl_c_deferred():
+                sampler.stop()
+                sampler.sample()  # one last look at the tree, now that the thread is done
+                procs = [*sampler.seen.values(), *nbtools.find_tagged(token)]
+                nbtools.terminate(procs, child=child)
         except BaseException:  # Ctrl-C: do not leave a kernel behind
-            sampler.stop()
-            nbtools.terminate([*sampler.seen.values(), *nbtools.find_tagged(token)], child=child)
+            with _ctrl_c_deferred():
+                sampler.stop()
+                procs = [*sampler.seen.values(), *nbtools.find_tagged(token)]
+                nbtools.terminate(procs, child=child)
             raise
         finally:
             sampler.stop()
         seconds = time.monotonic() - start
-    leftovers = nbtools.kill_leftovers(token, also=sampler.seen.values())
+    with _ctrl_c_deferred():
+        leftovers = nbtools.kill_leftovers(token, also=sampler.seen.values())
 
     scrub = [path.parent, REPO_ROOT]
     report_dir = log_path.parent.parent  # logs live in <report-dir>/logs
@@ -635,29 +662,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     report_dir: Path = args.report_dir.resolve()
     results: list[Result] = []
     start = time.monotonic()
-    for index, (path, name, stem) in enumerate(
-        zip(notebooks, names, _unique_stems(notebooks), strict=True), start=1
-    ):
-        say_start(index, len(notebooks), name)
-        result = run_one(
-            path,
-            params,
-            output_path=output_dir / name,
-            metrics_path=report_dir / "metrics" / f"{stem}.jsonl",
-            log_path=report_dir / "logs" / f"{stem}.log",
-            timeout=args.timeout,
-            cell_timeout=args.cell_timeout,
-            kernel=args.kernel,
-            name=name,
+    running: str | None = None
+    try:
+        for index, (path, name, stem) in enumerate(
+            zip(notebooks, names, _unique_stems(notebooks), strict=True), start=1
+        ):
+            running = name
+            say_start(index, len(notebooks), name)
+            result = run_one(
+                path,
+                params,
+                output_path=output_dir / name,
+                metrics_path=report_dir / "metrics" / f"{stem}.jsonl",
+                log_path=report_dir / "logs" / f"{stem}.log",
+                timeout=args.timeout,
+                cell_timeout=args.cell_timeout,
+                kernel=args.kernel,
+                name=name,
+            )
+            running = None
+            results.append(result)
+            details = [f"peak {result.peak_mib:.0f} MiB"]
+            if result.metrics:
+                details.append(format_metrics(result.metrics))
+            line = f"  {result.status} in {result.seconds:.1f} s, " + ", ".join(details)
+            if result.note:
+                line += f": {result.note}"
+            say(line)
+    except KeyboardInterrupt:  # run_one has stopped the notebook's processes
+        where = f"{running} stopped, with every process it started" if running else "stopped"
+        say(
+            f"{parser.prog}: interrupted (Ctrl-C): {where}; {len(results)} of {len(notebooks)}"
+            " notebooks finished, no report written.",
+            err=True,
         )
-        results.append(result)
-        details = [f"peak {result.peak_mib:.0f} MiB"]
-        if result.metrics:
-            details.append(format_metrics(result.metrics))
-        line = f"  {result.status} in {result.seconds:.1f} s, " + ", ".join(details)
-        if result.note:
-            line += f": {result.note}"
-        say(line)
+        return EXIT_INTERRUPTED
     total = time.monotonic() - start
     written = write_reports(results, report_dir, params=params, total_seconds=total)
     say(summary_line(results, total, params))
@@ -665,5 +704,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0 if all(r.status == "passed" for r in results) else 1
 
 
+def _exit(status: int) -> None:
+    """End the process with ``status``; after Ctrl-C, by SIGINT itself where there are
+    signals, so that a shell loop or ``make`` sees an interrupted program, not a failure."""
+    if status == EXIT_INTERRUPTED and nbtools.POSIX:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
