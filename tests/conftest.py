@@ -173,3 +173,64 @@ def pytest_terminal_summary(terminalreporter):
             grouped = nodeid.rfind("@") > nodeid.rfind("]")  # pytest-xdist appends "@group"
             name = nodeid.rsplit("@", 1)[0] if grouped else nodeid
             terminalreporter.write_line(f"{seconds:6.1f} s  {name}  (mark it slow?)")
+
+
+# --------------------------------------------------------------------------- stderr, as seen
+
+
+def stderr_outputs(cells) -> list[str]:
+    """What a learner sees in red stderr boxes in JupyterLab (warnings, logging, prints to
+    stderr), one line per code cell of an executed notebook: ``code cell N ('its first
+    line'): the text``. ``cells``: nbformat nodes or the notebook's JSON dicts."""
+    found = []
+    code = [c for c in cells if c["cell_type"] == "code"]
+    for number, cell in enumerate(code, 1):
+        text = "".join(
+            out.get("text", "")
+            for out in cell.get("outputs", [])
+            if out.get("output_type") == "stream" and out.get("name") == "stderr"
+        )
+        if text:
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            first = next((line.strip() for line in source.splitlines() if line.strip()), "")
+            found.append(f"code cell {number} ({first[:60]!r}): {' '.join(text.split())[:300]}")
+    return found
+
+
+def assert_no_stderr(cells, what: str) -> None:
+    """Fail when an executed notebook shows a learner anything on stderr."""
+    found = stderr_outputs(cells)
+    assert not found, f"{what} wrote to stderr (a red box in JupyterLab):\n" + "\n".join(found)
+
+
+class _NoStderrUnderNbval:
+    """nbval runs every tutorial in a fresh kernel at its default parameters (``notebooks/``
+    is a test path): a cell that writes to stderr there fails, as a cell error would.
+
+    Under nbval, ``PYTEST_CURRENT_TEST`` is set in the kernel, and ipykernel then does not
+    forward what C code writes to descriptor 2 (TensorFlow's C++ log): this sees Python's
+    warnings, logging and prints. The runs through ``tools.nbrun`` (the labs, the tutorials'
+    second device count in tests/test_notebook_runs.py) forward both, as JupyterLab does."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item):
+        result = yield
+        outputs = getattr(item, "test_outputs", None)
+        if type(item).__name__ == "IPyNbCell" and outputs:
+            cell = {"cell_type": "code", "source": "", "outputs": outputs}
+            for found in stderr_outputs([cell]):
+                from nbval.plugin import NbCellError
+
+                raise NbCellError(
+                    item.cell_num,
+                    "the cell wrote to stderr, which JupyterLab shows in a red box: "
+                    + found.split(": ", 1)[1],
+                    item.cell.source,
+                )
+        return result
+
+
+def pytest_configure(config):
+    if config.pluginmanager.hasplugin("nbval"):
+        # Registered as a plugin, not a conftest hook: the notebooks are not under tests/.
+        config.pluginmanager.register(_NoStderrUnderNbval(), "dtf-no-stderr-under-nbval")

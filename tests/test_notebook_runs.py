@@ -7,16 +7,24 @@ version runs at its default. Every run is its own test in its own xdist group, s
 ``pytest -n 3 --dist loadgroup`` spreads them over the workers; all are marked ``notebook``
 (``make check``), except the one smoke run of a lab kernel that ``make test`` keeps, marked
 ``smoke``: the solution of :data:`SMOKE_LAB`, about 5 s (its kernel imports TensorFlow).
+
+No run may show a learner anything on stderr (issue 26: a warning box under a cluster cell):
+each run here asserts it on the notebook it executed, as JupyterLab's Run All in a fresh kernel
+would show it (``tools.nbrun`` forwards C-level output too), and nbval's run of each tutorial
+fails a cell that writes to stderr (``tests/conftest.py``). No extra run is needed for that.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests import labrun
-from tests.conftest import ROOT
+from tests.conftest import ROOT, assert_no_stderr, notebook, stderr_outputs
 from tests.device_counts import COUNTS, notebooks, other_counts, parameters, run_with
 
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
@@ -42,24 +50,51 @@ TUTORIAL_RUNS = [
 ]
 
 
+@pytest.fixture
+def lab_runs(monkeypatch):
+    """The notebooks :mod:`tests.labrun` executed in this test, as they ran."""
+    runs = []
+    execute = labrun.execute
+
+    def recorded(path, parameters=None):
+        nb, reruns = execute(path, parameters)
+        runs.append((path, nb, reruns))
+        return nb, reruns
+
+    monkeypatch.setattr(labrun, "execute", recorded)
+    return runs
+
+
+def _assert_lab_runs_show_no_stderr(runs) -> None:
+    assert runs, "the lab did not run through tests.labrun.execute"
+    for path, nb, reruns in runs:
+        assert_no_stderr(nb.cells, path.relative_to(ROOT).as_posix())
+        assert_no_stderr([again for _, again in reruns], f"{path.name}'s check cells, run again")
+
+
 @pytest.mark.parametrize("path", TUTORIAL_RUNS)
 def test_tutorial_runs_at_another_device_count(path, tmp_path):
     run_with(path, other_counts()[path], tmp_path)
+    (executed,) = (tmp_path / "out").rglob("*.ipynb")
+    cells = json.loads(executed.read_text(encoding="utf-8"))["cells"]
+    assert_no_stderr(cells, f"{path.name} at NUM_DEVICES={other_counts()[path]}")
 
 
 @pytest.mark.parametrize(
     "path", [_param(p, *_notebook_marks(p), kind="solution") for p in SOLUTIONS]
 )
-def test_lab_solution_runs_and_every_check_is_correct(path):
+def test_lab_solution_runs_and_every_check_is_correct(path, lab_runs):
     count = other_counts().get(path)
     labrun.check_solution(path.name, {"NUM_DEVICES": count} if count else None)
+    _assert_lab_runs_show_no_stderr(lab_runs)
 
 
 @pytest.mark.parametrize(
     "path", [_param(p, pytest.mark.notebook, kind="student") for p in SOLUTIONS]
 )
-def test_student_lab_runs_to_the_end_with_every_check_not_attempted(path):
+def test_student_lab_runs_to_the_end_with_every_check_not_attempted(path, lab_runs):
     labrun.check_student_lab(path.name)
+    _assert_lab_runs_show_no_stderr(lab_runs)
 
 
 def test_every_notebook_that_sets_up_devices_takes_the_count_as_a_parameter():
@@ -84,3 +119,48 @@ def test_each_notebook_gets_one_other_count_and_every_count_is_run():
 def test_there_is_a_lab_and_the_smoke_lab_exists():
     assert SOLUTIONS and (ROOT / "labs" / "solutions" / SMOKE_LAB).exists()
     assert (ROOT / "labs" / SMOKE_LAB).exists()
+
+
+# --------------------------------------------------------------------------- stderr, as seen
+
+#: A notebook doctored as issue 26 found two: a clean cell, then output a learner sees in a red
+#: box: a warning (ExposureWarning is one), a print to stderr, and C code writing to fd 2.
+DOCTORED = (
+    "print('fine')",
+    "import warnings\nwarnings.warn('servers listen on every interface', UserWarning)",
+    "import sys\nprint('a note on stderr', file=sys.stderr)",
+    "import os\nos.write(2, b'from C: fd 2\\n')\nprint('after')",
+)
+
+
+@pytest.mark.slow
+def test_a_run_that_writes_to_stderr_fails_with_the_cell_and_its_text(tmp_path):
+    """The assertion the lab and second-count runs make, on a notebook run as they run one
+    (``tools.nbrun``, as JupyterLab: a fresh kernel, descriptor 2 forwarded)."""
+    from tools import nbrun
+
+    nb = nbrun.execute(tmp_path / "doctored.ipynb", nb=notebook(*DOCTORED), timeout=60).nb
+    found = stderr_outputs(nb.cells)
+    assert [line.split(" (")[0] for line in found] == ["code cell 2", "code cell 3", "code cell 4"]
+    assert "UserWarning: servers listen on every interface" in found[0]
+    assert found[1].endswith(": a note on stderr") and found[2].endswith(": from C: fd 2")
+    with pytest.raises(AssertionError, match=r"doctored wrote to stderr .*\n\s*code cell 2 "):
+        assert_no_stderr(nb.cells, "doctored")
+    assert_no_stderr(nb.cells[:1], "its first cell")
+
+
+@pytest.mark.slow
+def test_nbval_fails_a_tutorial_cell_that_writes_to_stderr(tmp_path):
+    """nbval's run of a tutorial, with tests/conftest.py loaded as in ``make check``: the
+    clean cell passes; the warning and the print to stderr fail, naming their text. (Under
+    nbval the kernel does not forward descriptor 2: the fd cell passes there.)"""
+    path = tmp_path / "doctored.ipynb"
+    path.write_text(json.dumps(notebook(*DOCTORED)), encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    cmd += ["-n", "0", "-q", "--nbval-lax", "--rootdir", str(tmp_path), str(path)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    out = done.stdout
+    assert done.returncode == 1, out + done.stderr
+    assert "2 failed, 2 passed" in out, out
+    assert "Cell 1: the cell wrote to stderr" in out and "servers listen on every interface" in out
+    assert "Cell 2: the cell wrote to stderr, which JupyterLab shows in a red box: a note" in out
