@@ -1,11 +1,13 @@
 """Tests for ``dtf.devices``.
 
 TensorFlow fixes its device layout once per process, so what needs the real TensorFlow
-runs in fresh processes (``run_script``, ~4 s each). The GPU branches of :func:`setup`
-cannot run on this CPU-only machine: their logic is tested in-process against
-:class:`FakeTF`, a stand-in for the part of ``tf.config`` that ``setup`` uses, which
-follows TensorFlow's own rules (a setter that changes nothing is allowed after
-initialisation, one that changes something raises ``RuntimeError``).
+runs in fresh processes (``run_script``, ~4 s each). The GPU branches of :func:`setup` and
+:func:`inventory` cannot run on this CPU-only machine: their logic is tested in-process
+against :class:`FakeTF`, a stand-in for the part of ``tf.config`` they use, which follows
+TensorFlow's own rules (``tensorflow/python/eager/context.py``: a setter that changes nothing
+is allowed after initialisation, one that changes something raises ``RuntimeError``; memory
+growth that differs between visible GPUs fails at initialisation unless a GPU is split).
+tests/test_gpu_branches.py runs the notebooks' GPU-only cells against it too.
 """
 
 from __future__ import annotations
@@ -44,21 +46,40 @@ class _Namespace:
 class FakeTF:
     """``tf`` with ``gpus`` physical GPUs and one CPU. ``calls`` records every call that
     configures something, in order; ``initialised=True`` behaves like TensorFlow after its
-    first op (the layout is the default one: every GPU visible, one device each)."""
+    first op (the layout is the default one: every GPU visible, one device each).
+    ``details`` is what ``get_device_details`` reports for each GPU; ``cuda`` is what
+    ``tf.test.is_built_with_cuda()`` says."""
 
     #: Attribute paths of the real TensorFlow this fake stands in for (checked against the
     #: real module in a subprocess, so the fake cannot drift from the API).
     API = (
         "config.list_physical_devices",
         "config.list_logical_devices",
+        "config.get_visible_devices",
         "config.set_visible_devices",
         "config.set_logical_device_configuration",
         "config.LogicalDeviceConfiguration",
         "config.experimental.set_memory_growth",
+        "config.experimental.get_device_details",
         "debugging.set_log_device_placement",
+        "test.is_built_with_cuda",
+        "constant",
     )
+    #: Attributes of ``tf`` itself (the rest of the API lives in namespaces).
+    TOP_LEVEL = ("constant",)
+    #: TensorFlow's messages that the stand-in raises; each is checked against the installed
+    #: ``context.py`` (tests/test_gpu_branches.py), so that the stand-in cannot drift.
+    GROWTH_DIFFERS = "Memory growth cannot differ between GPU devices"
+    GROWTH_ON_CPU = "Cannot set memory growth on non-GPU and non-Pluggable devices"
+    GROWTH_WITH_SPLIT = "Cannot set memory growth on device when virtual devices configured"
 
-    def __init__(self, gpus: int = 0, initialised: bool = False) -> None:
+    def __init__(
+        self,
+        gpus: int = 0,
+        initialised: bool = False,
+        details: dict | None = None,
+        cuda: bool = True,
+    ) -> None:
         self.cpu = Device("/physical_device:CPU:0", "CPU")
         self.gpus = [Device(f"/physical_device:GPU:{i}", "GPU") for i in range(gpus)]
         self.initialised = initialised
@@ -66,22 +87,49 @@ class FakeTF:
         self.growth: dict[Device, bool] = {}
         self.virtual: dict[Device, list] = {}
         self.log_placement = False
+        self.details = dict(details or {})
         self.calls: list[tuple] = []
         self.config = _Namespace(
             list_physical_devices=self.list_physical_devices,
             list_logical_devices=self.list_logical_devices,
+            get_visible_devices=self.get_visible_devices,
             set_visible_devices=self.set_visible_devices,
             set_logical_device_configuration=self.set_logical_device_configuration,
             LogicalDeviceConfiguration=LogicalDeviceConfiguration,
-            experimental=_Namespace(set_memory_growth=self.set_memory_growth),
+            experimental=_Namespace(
+                set_memory_growth=self.set_memory_growth,
+                get_device_details=self.get_device_details,
+            ),
         )
         self.debugging = _Namespace(set_log_device_placement=self.set_log_device_placement)
+        self.test = _Namespace(is_built_with_cuda=lambda: cuda)
 
     def list_physical_devices(self, device_type=None):
         return [d for d in [self.cpu, *self.gpus] if device_type in (None, d.device_type)]
 
+    def _initialise(self) -> None:
+        """What TensorFlow checks when it initialises (``context.py``,
+        ``_compute_device_options``): memory growth must be the same on every visible GPU,
+        unless a GPU is split, in which case growth is ignored."""
+        if self.initialised:
+            return
+        split = bool(self.virtual) and bool(self.visible)
+        if not split and len({self.growth.get(d) for d in self.visible}) > 1:
+            raise ValueError(self.GROWTH_DIFFERS)
+        self.initialised = True
+
+    def constant(self, value):
+        self._initialise()  # as in TensorFlow: the first op initialises
+        return value
+
+    def get_visible_devices(self, device_type=None):
+        return [d for d in [self.cpu, *self.visible] if device_type in (None, d.device_type)]
+
+    def get_device_details(self, device):
+        return dict(self.details) if device.device_type == "GPU" else {}
+
     def list_logical_devices(self, device_type=None):
-        self.initialised = True  # as in TensorFlow: listing logical devices initialises
+        self._initialise()  # as in TensorFlow: listing logical devices initialises
         names = []
         for kind, physical in (("CPU", [self.cpu]), ("GPU", self.visible)):
             if device_type in (None, kind):
@@ -103,8 +151,10 @@ class FakeTF:
 
     def set_memory_growth(self, device, enable):
         self.calls.append(("set_memory_growth", device.name, enable))
+        if device in self.virtual:
+            raise ValueError(self.GROWTH_WITH_SPLIT)
         if device.device_type != "GPU":
-            raise ValueError("Cannot set memory growth on non-GPU and non-Pluggable devices")
+            raise ValueError(self.GROWTH_ON_CPU)
         if self._change("Physical devices", self.growth.get(device) == enable):
             self.growth[device] = enable
 
@@ -131,9 +181,10 @@ def test_the_stand_in_exposes_exactly_its_api():
     test_setup_makes_exactly_n_devices checks against the real TensorFlow."""
     fake = FakeTF(gpus=1)
     top = {name: v for name, v in vars(fake).items() if isinstance(v, _Namespace)}
-    assert set(top) == {"config", "debugging"}
+    assert set(top) == {"config", "debugging", "test"}
     exposed = [path for name, v in top.items() for path in _exposed(v, f"{name}.")]
-    assert sorted(exposed) == sorted(FakeTF.API)
+    assert all(callable(getattr(fake, name)) for name in FakeTF.TOP_LEVEL)
+    assert sorted(exposed + list(FakeTF.TOP_LEVEL)) == sorted(FakeTF.API)
 
 
 def configure(tf: FakeTF, n: int, **kwargs) -> devices.DeviceSetup:
@@ -261,6 +312,48 @@ def test_setup_uses_the_tensorflow_module_and_keeps_its_layout(monkeypatch):
     assert devices.setup(2, gpu_memory_mb=256) is s and len(tf.calls) == calls
     with pytest.raises(devices.DeviceConfigError, match="Restart the kernel"):
         devices.setup(3)
+
+
+# --------------------------------------------------------------------------------------------
+# The GPU branch of inventory, against the stand-in
+
+
+H100 = {"device_name": "NVIDIA H100 80GB HBM3", "compute_capability": (9, 0)}
+
+
+def test_inventory_names_each_gpu_and_marks_the_hidden_ones():
+    """On a machine with three GPUs where setup(2) kept two: one row per physical device
+    (the hidden GPU marked not visible, each GPU with its model and compute capability),
+    then one per logical device."""
+    tf = FakeTF(gpus=3, details=H100)
+    configure(tf, 2)
+    rows = devices._inventory_rows(tf)
+    physical = [r for r in rows if r["level"] == "physical"]
+    assert [(r["name"], r["visible"]) for r in physical] == [
+        ("/physical_device:CPU:0", True),
+        (gpu(0), True),
+        (gpu(1), True),
+        (gpu(2), False),
+    ]
+    assert [r["details"] for r in physical] == [""] + ["NVIDIA H100 80GB HBM3 (compute 9.0)"] * 3
+    logical = [r["name"] for r in rows if r["level"] == "logical"]
+    assert logical == ["/device:CPU:0", "/device:GPU:0", "/device:GPU:1"]
+
+
+@pytest.mark.parametrize(
+    "details, shown",
+    [
+        ({"device_name": "Tesla T4", "compute_capability": (7, 5)}, "Tesla T4 (compute 7.5)"),
+        ({"device_name": "AMD Instinct MI300X"}, "AMD Instinct MI300X"),  # no CUDA capability
+        ({}, ""),  # the driver reported nothing
+    ],
+)
+def test_inventory_shows_what_the_driver_reports(details, shown):
+    tf = FakeTF(gpus=1, details=details)
+    configure(tf, 2)  # one GPU split into two logical GPUs
+    rows = devices._inventory_rows(tf)
+    assert [r["details"] for r in rows if r["device_type"] == "GPU"] == [shown, "", ""]
+    assert sum(r["level"] == "logical" and r["device_type"] == "GPU" for r in rows) == 2
 
 
 # --------------------------------------------------------------------------------------------

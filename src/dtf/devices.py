@@ -206,14 +206,28 @@ def inventory():
     import pandas as pd
     import tensorflow as tf
 
+    return pd.DataFrame(_inventory_rows(tf), columns=list(_INVENTORY_COLUMNS))
+
+
+_INVENTORY_COLUMNS = ("level", "device_type", "name", "visible", "details")
+
+
+def _gpu_details(info: dict) -> str:
+    """``"NVIDIA H100 80GB HBM3 (compute 9.0)"`` from ``get_device_details``' dict; either part
+    may be missing (TensorFlow reports what the driver gives it)."""
+    cc = info.get("compute_capability")
+    return info.get("device_name", "") + (f" (compute {cc[0]}.{cc[1]})" if cc else "")
+
+
+def _inventory_rows(tf) -> list[dict]:
+    """The rows of :func:`inventory`, read from the TensorFlow module ``tf`` (passed in so
+    that the GPU branch can be tested against a stand-in for ``tf.config``)."""
     visible = {d.name for d in tf.config.get_visible_devices()}
     rows = []
     for dev in tf.config.list_physical_devices():
         details = ""
         if dev.device_type == "GPU":
-            info = tf.config.experimental.get_device_details(dev)
-            cc = info.get("compute_capability")
-            details = info.get("device_name", "") + (f" (compute {cc[0]}.{cc[1]})" if cc else "")
+            details = _gpu_details(tf.config.experimental.get_device_details(dev))
         rows.append(
             {
                 "level": "physical",
@@ -233,7 +247,7 @@ def inventory():
                 "details": "",
             }
         )
-    return pd.DataFrame(rows, columns=["level", "device_type", "name", "visible", "details"])
+    return rows
 
 
 def counts(table=None):
