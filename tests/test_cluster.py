@@ -309,6 +309,17 @@ def test_grpc_options_for_servers_and_clients(monkeypatch):
     assert env["TF_CPP_MIN_LOG_LEVEL"] and env["TF_ENABLE_ONEDNN_OPTS"]
 
 
+def test_no_grpc_options_means_no_variable(monkeypatch):
+    """TensorFlow rejects an empty TF_GRPC_DEFAULT_OPTIONS ("Invalid GRPC options format"):
+    with no options (tests/test_keepalive_claim.py switches the course's off) the variable
+    goes, in this process and in the servers' environment."""
+    monkeypatch.setenv(GRPC_ENV, "")
+    assert apply_grpc_options({}, override=True) == "" and GRPC_ENV not in os.environ
+    monkeypatch.setattr(cluster_env, "GRPC_OPTIONS", {})
+    assert GRPC_ENV not in cluster_env.server_env({GRPC_ENV: ""})
+    assert cluster_env.server_env({GRPC_ENV: "grpc.other=1"})[GRPC_ENV] == "grpc.other=1"
+
+
 def test_ready_line_round_trip():
     line = ready_line(Task("worker", 1), "127.0.0.1:2223", pid=1234)
     assert line == "dtf-server ready: job=worker task=1 target=grpc://127.0.0.1:2223 pid=1234"

@@ -91,9 +91,10 @@ Nothing hangs
     task that stopped answering gets ``UnavailableError`` after ~3 s thanks to the gRPC
     keepalive defaults (:mod:`dtf.cluster.env`), which every server gets and a client gets from
     :func:`apply_grpc_options`, called before it connects (:meth:`LocalCluster.start` calls it
-    too). Ctrl-C cannot end a call blocked in TensorFlow: :func:`run_with_deadline` waits for
-    a remote op at most N seconds and raises :class:`TaskTimeoutError` naming the task
-    (:mod:`dtf.cluster.deadline`).
+    too); a call that already waited when the task stopped gets it only about a minute later
+    (gRPC's next ping, :mod:`dtf.cluster.env`). Ctrl-C cannot end a call blocked in
+    TensorFlow: :func:`run_with_deadline` waits for a remote op at most N seconds and raises
+    :class:`TaskTimeoutError` naming the task (:mod:`dtf.cluster.deadline`).
 
 Measured on the course's reference machine (2 CPU cores, TensorFlow 2.21, other work running),
 seconds until every task is ready: ``fork`` 1 task 2.2, 4 tasks 2.4 (of which the one

@@ -9,7 +9,9 @@ keepalive options, still blocks after two ``SIGINT`` several seconds later, in e
 TF1 mode. Only three things end such a wait:
 
 * gRPC keepalive (:func:`dtf.cluster.apply_grpc_options`, which ``LocalCluster.start()`` now
-  also calls): ``UnavailableError`` ~3 s after the task stops answering a ping;
+  also calls): ``UnavailableError`` ~3 s into a call to a task that stopped answering, but
+  about a minute after the task stopped for a call that was already waiting
+  (:mod:`dtf.cluster.env`);
 * a TF1 deadline: ``Session.run(..., options=tf.compat.v1.RunOptions(timeout_in_ms=N))`` or
   ``ConfigProto(operation_timeout_in_ms=N)`` for every run of a session: ``DeadlineExceededError``;
 * :func:`run_with_deadline`: the op runs in a background thread while the caller waits on an

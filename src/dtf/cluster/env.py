@@ -9,27 +9,43 @@ is fine). ``LocalCluster.start()`` calls it in the process that starts a cluster
 in that process that connects afterwards gets it without asking (``tests/test_deadlines.py``).
 
 Without keepalive, a remote call to a task that stops answering (a frozen process, a cut
-link) waits forever: the TCP connection looks healthy. :data:`GRPC_OPTIONS` makes the client
-send an HTTP/2 ping one second into every call and fail the call with ``UnavailableError:
-ping timeout`` when no answer comes within two seconds, so a dead or frozen task is reported
-~3 s after it stopped answering (measured on this machine with a ``SIGSTOP``-ed worker).
+link) waits forever: the TCP connection looks healthy. :data:`GRPC_OPTIONS` turns on gRPC's
+client keepalive (https://github.com/grpc/grpc/blob/master/doc/keepalive.md): while a call
+is open, the client pings the server (``grpc.keepalive_time_ms``, 1 s) and closes the
+connection when a ping gets no answer within two seconds (``grpc.keepalive_timeout_ms``,
+``grpc.http2.ping_timeout_ms``), failing every call on it with ``UnavailableError: ping
+timeout``. When that happens depends on when the task stopped (measured on this machine with
+``SIGSTOP``-ed workers, TensorFlow 2.21; ``tests/test_keepalive_claim.py`` repeats it):
+
+* stopped before the call: reported ~2 s into the call (the call's first ping);
+* stopped while a call already waits: reported about a minute later (measured: 57 s after a
+  freeze 5 s into the call). After ``grpc.http2.max_pings_without_data`` pings without data
+  (one, below) the client must send data before it pings again: gRPC's guide says that it
+  then stops pinging, the gRPC inside TensorFlow 2.21 sends one ping a minute instead (the
+  throttle of grpc/grpc#36374). A TF1 ``RunOptions(timeout_in_ms=...)`` deadline or
+  :func:`dtf.cluster.run_with_deadline` reports it sooner;
+* a call that waits on a *live* task, with no data either way, fails after about three
+  minutes (measured: 180 s, ``UnavailableError: Too many pings`` or ``... ping timeout``):
+  the server counts a ping that comes less than 5 minutes after the last one without data
+  as a strike, and at the third it closes the connection (gRPC's server defaults, the
+  channel arguments ``GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS`` and
+  ``GRPC_ARG_HTTP2_MAX_PING_STRIKES``, which TensorFlow's server does not let us change). No
+  call of the course waits that long; a long computation answered sooner completes
+  (measured: 40 s with two pings without data, 10 s with one).
 
 Why not more aggressive settings, such as ``grpc.http2.max_pings_without_data=0`` (unlimited
-pings)? A TensorFlow server accepts at most two pings without data per 5 minutes (gRPC's
-server defaults, which TensorFlow does not let us change) and closes the connection with
-``UnavailableError: Too many pings`` on the third, so with unlimited pings every call that
-runs longer than ~3 s fails (measured: a 10 s remote computation). With a limit on the pings
-without data (two by default, one with the setting below) the client stops pinging after
-those; a long remote computation then completes (measured: 40 s with two, 10 s with one), at
-the price that a task freezing in the middle of one long call
-is not detected by keepalive (a ``RunOptions(timeout_in_ms=...)`` deadline or a watchdog is
-needed there).
+pings)? The server's limit above then bites within seconds: with a ping every second, every
+call that runs longer than ~3 s fails with ``Too many pings`` (measured: a 10 s remote
+computation).
 
 Idle clients: with gRPC's default of two pings without data, a client connected to a task
 and then idle for several seconds (a learner reading between two cells) got ``UnavailableError:
 Too many pings`` on its next remote op (measured at idle gaps of 6 to 40 s). One ping without
 data, ``grpc.http2.max_pings_without_data=1``, stays under the server's limit: no failure at
-any idle gap from 2 to 40 s, and a frozen task is still reported in ~2.3 s (measured).
+any idle gap from 2 to 40 s, and a task stopped before a call is still reported in ~2 s.
+
+An empty option set (``apply_grpc_options({})``) removes the variable: TensorFlow rejects an
+empty value ("Invalid GRPC options format").
 """
 
 from __future__ import annotations
@@ -43,7 +59,8 @@ from dtf import quiet
 #: The variable TensorFlow reads its default gRPC channel arguments from.
 GRPC_ENV = "TF_GRPC_DEFAULT_OPTIONS"
 #: Keepalive defaults for every process a cluster starts, and for clients through
-#: :func:`apply_grpc_options`: ping one second into a call, give up two seconds later.
+#: :func:`apply_grpc_options`: ping one second into a call, give up two seconds later (for a
+#: call that already waits when its task stops: a minute later, see the module docstring).
 GRPC_OPTIONS: Mapping[str, int] = {
     "grpc.keepalive_time_ms": 1000,
     "grpc.keepalive_timeout_ms": 2000,
@@ -75,7 +92,10 @@ def apply_grpc_options(
     """
     existing = "" if override else os.environ.get(GRPC_ENV, "")
     value = grpc_options_value(options, existing)
-    os.environ[GRPC_ENV] = value
+    if value:
+        os.environ[GRPC_ENV] = value
+    else:  # nothing to set: TensorFlow rejects an empty value
+        os.environ.pop(GRPC_ENV, None)
     return value
 
 
@@ -90,7 +110,11 @@ def server_env(base: Mapping[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ if base is None else base)
     for name, value in quiet.SETTINGS.items():
         env.setdefault(name, value)
-    env[GRPC_ENV] = grpc_options_value(None, env.get(GRPC_ENV, ""))
+    value = grpc_options_value(None, env.get(GRPC_ENV, ""))
+    if value:
+        env[GRPC_ENV] = value
+    else:  # no options (GRPC_OPTIONS emptied): TensorFlow rejects an empty value
+        env.pop(GRPC_ENV, None)
     env.pop("TF_CONFIG", None)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if str(PACKAGE_ROOT) not in paths:
