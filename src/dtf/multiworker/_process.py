@@ -15,6 +15,11 @@ A worker runs the command's program file with ``runpy``, as ``python PROGRAM`` w
 program that ends without reporting ``done`` has not trained: the worker reports an error
 (``NotDone``) and exits with :data:`~dtf.multiworker.hooks.EXIT_ERROR` instead of 0. The
 deadline of a run (``TrainConfig.deadline_s``) is enforced by the parent, from outside.
+
+The worker exits as soon as the program ends. Waiting for the other workers first (so that
+none leaves while a peer still fetches its share of the last all-reduce) is the program's
+own business: notebook 11's program does it at a barrier of the coordination service
+(``leave_together`` in :mod:`dtf.multiworker.program`), where the learner reads it.
 """
 
 from __future__ import annotations
@@ -33,7 +38,6 @@ from dtf._jsonlines import emit
 from dtf.multiworker import hooks
 from dtf.multiworker.hooks import (
     EXIT_ERROR,
-    EXIT_PREEMPTED,
     TrainConfig,
     Worker,
     digits_arrays,
@@ -44,8 +48,6 @@ from dtf.multiworker.hooks import (
 #: The variable ``PreemptionCheckpointHandler`` reads the cloud metadata host from.
 METADATA_ENV = "GCE_METADATA_IP"
 _STOP_WAIT_S = 5.0
-#: Seconds a worker that ended its program waits for the others before it exits.
-_LEAVE_TIMEOUT_S = 20.0
 
 
 def _emitter(fd: int, run: int, task: int, sent: set[str]):
@@ -91,27 +93,7 @@ def _worker_main(command: dict, proto: int) -> None:
             print(f"dtf: worker {task}: {message}", file=sys.stderr, flush=True)
             emit("error", error="NotDone", message=message)
             code = EXIT_ERROR
-        if code in (0, EXIT_PREEMPTED):
-            _leave_together()
         exit_now(code)
-
-
-def _leave_together(timeout_s: float = _LEAVE_TIMEOUT_S) -> None:
-    """Wait at the coordination service's barrier until every worker of the run has ended
-    its program (at most ``timeout_s``), so that none exits while a peer may still fetch its
-    share of the last all-reduce (measured: a peer that left at once failed the last
-    collective of the other with ``Socket closed``, now and then, on a busy machine). The
-    outcome does not matter: every collective of this worker has completed."""
-    if "tensorflow" not in sys.modules:
-        return
-    try:
-        from tensorflow.python.eager import context
-
-        ctx = context.context()
-        if ctx.coordination_service is not None:  # a multi-worker strategy configured it
-            ctx.wait_at_barrier("dtf-multiworker-exit", int(timeout_s * 1000))
-    except Exception:  # noqa: BLE001 - a peer that already left: nothing to wait for
-        pass
 
 
 def _preload() -> None:

@@ -116,6 +116,7 @@ def checkpointing(strategy, config, checkpoint, worker):
 
         def saved():  # called once every worker has saved: report, then "restart me"
             worker.report("preempted", int(checkpoint.step.numpy()), checkpoint.model)
+            leave_together()  # (with the main part) the others may still be saving
             sys.exit(EXIT_PREEMPTED)  # 42, the handler's own default exit status
 
         handler = tf.distribute.experimental.PreemptionCheckpointHandler(
@@ -167,6 +168,24 @@ def train(strategy, config: TrainConfig, worker: Worker):
     worker.report("done", config.steps, model)
 
 
+def leave_together(timeout_s=20.0):
+    # Wait until every worker has ended its program (at most timeout_s), so that none exits
+    # while a peer may still fetch its share of the last all-reduce (or of the last save)
+    # from it. The barrier is the coordination service's. `wait_at_barrier` is a private
+    # API: a method of TensorFlow's eager context (tensorflow/python/eager/context.py),
+    # not exported as tf.*; TensorFlow itself calls it only in DTensor's barrier
+    # (tensorflow/dtensor/python/mesh_util.py). It may change in any release.
+    import tensorflow as tf
+    from tensorflow.python.eager import context
+
+    if context.context().coordination_service is None:  # no multi-worker strategy here
+        return
+    try:
+        context.context().wait_at_barrier("worker-exit", int(timeout_s * 1000))
+    except tf.errors.OpError:  # a peer failed or left: this worker's collectives are done
+        pass
+
+
 if __name__ == "__main__":  # run as a program (as the launcher runs it), not imported
     import tensorflow as tf
 
@@ -175,3 +194,4 @@ if __name__ == "__main__":  # run as a program (as the launcher runs it), not im
     if worker.config.try_fit:
         try_fit(strategy, worker.config, worker)
     train(strategy, worker.config, worker)
+    leave_together()
