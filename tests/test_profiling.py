@@ -13,6 +13,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import types
+
 import pandas as pd
 import pytest
 
@@ -33,6 +35,8 @@ from tests.conftest import last_json, run_script
         ("NcclAllReduce", "tf_Compute", "communication"),
         ("IteratorGetNext", "tf_Compute", "input"),
         ("MultiDeviceIteratorGetNextFromShard", "tf_Compute", "input"),
+        ("IteratorGetNextAsOptional", "tf_Compute", "input"),
+        ("CollectiveGatherV2", "collective_ops", "communication"),
         ("EagerPyFunc", "tf_data_private_threadpool", "input"),  # the pipeline's own work
         ("MatMul", "python", "compute"),
         ("RemoteCall", "tf_data_private_threadpool", "input"),  # tf.data's thread decides
@@ -42,12 +46,135 @@ def test_kind(op, thread, expected):
     assert profiling.kind(op, thread) == expected
 
 
-def test_union_and_minus():
-    assert profiling._union([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
-    assert profiling._union([]) == []
-    assert profiling._minus([(0, 10)], [(2, 3), (5, 20)]) == [(0, 2), (3, 5)]
-    assert profiling._minus([(0, 1)], []) == [(0, 1)]
-    assert profiling._minus([(0, 1)], [(0, 1)]) == []
+def test_union_and_length():
+    """Notebook 12b's interval arithmetic (dtf.trace_reading): overlaps merge, in order."""
+    assert profiling.union([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
+    assert profiling.union([]) == []
+    assert profiling.union([(0, 1), (1, 2)]) == [(0, 2)]  # touching intervals merge
+    assert profiling.length(profiling.union([(0, 10), (2, 3), (5, 20)])) == 20
+    assert profiling.length([]) == 0
+
+
+def test_the_reader_is_written_from_notebook_12b():
+    """One source: dtf.profiling's reading functions are those exported from 12b's cells."""
+    from dtf import trace_reading
+
+    for name in ("kind", "op_table", "events_of", "breakdown", "in_step", "union", "KINDS"):
+        assert getattr(profiling, name) is getattr(trace_reading, name)
+    assert "notebooks/12b_profiling_steps.ipynb" in open(trace_reading.__file__).read(400)
+
+
+class _Stat:
+    def __init__(self, metadata_id, field, value):
+        self.metadata_id, self._field = metadata_id, field
+        setattr(self, field, value)
+
+    def WhichOneof(self, _group):  # noqa: N802 - the protobuf method's name
+        return self._field
+
+
+def _plane(lines):
+    """A stand-in for an XPlane: `lines` are (name, timestamp_ns, [(event name, offset_ps,
+    duration_ps, {stat: value})]); a str value of the stats "name" and "kernel_type" is stored
+    as a reference to a stat name, as the profiler stores them."""
+    ns = types.SimpleNamespace
+    names, stat_ids = {}, {}
+
+    def meta(table, name):
+        return table.setdefault(name, len(table) + 1)
+
+    plane_lines = []
+    for line_name, timestamp, events in lines:
+        xevents = []
+        for name, offset, duration, stats in events:
+            xstats = []
+            for key, value in stats.items():
+                if isinstance(value, str):
+                    xstats.append(_Stat(meta(stat_ids, key), "ref_value", meta(stat_ids, value)))
+                else:
+                    xstats.append(_Stat(meta(stat_ids, key), "int64_value", value))
+            xevents.append(
+                ns(
+                    metadata_id=meta(names, name),
+                    offset_ps=offset,
+                    duration_ps=duration,
+                    stats=xstats,
+                )
+            )
+        plane_lines.append(
+            ns(name=line_name, display_name="", timestamp_ns=timestamp, events=xevents)
+        )
+    return ns(
+        lines=plane_lines,
+        event_metadata={i: ns(name=n) for n, i in names.items()},
+        stat_metadata={i: ns(name=n) for n, i in stat_ids.items()},
+    )
+
+
+def test_op_table_joins_async_start_and_done_across_threads():
+    """12b's op_table: a kernel is one event; an async op lasts from its Start (flow id _p)
+    to its Done (the same id as _c), even when the Done's thread comes first in the file; a
+    Start without its Done is left out; eager ops count, a tf.function's call does not; times
+    are µs from the first line's start, exact for timestamps near 1.7e18 ns."""
+    base = 1_700_000_000_000_000_123
+    start = (
+        "ExecutorState::ProcessAsync::Start",
+        2_000_000,
+        1_000,
+        {"_p": 7, "name": "r", "kernel_type": "_Recv"},
+    )
+    plane = _plane(
+        [
+            (
+                "collective_ops/1",
+                base + 5_000,
+                [("ExecutorState::ProcessAsync::Done", 0, 500, {"_c": 7})],
+            ),
+            (
+                "tf_Compute/2",
+                base,
+                [
+                    ("MatMul:MatMul", 1_000_000, 2_000_000, {}),
+                    start,
+                    (
+                        "ExecutorState::ProcessAsync::Start",
+                        3_000_000,
+                        10,
+                        {"_p": 9, "name": "lost"},
+                    ),
+                ],
+            ),
+            (
+                "python",
+                base + 1,
+                [
+                    ("EagerLocalExecute: Mul", 0, 1_000, {}),
+                    ("EagerLocalExecute: __inference_step_12", 0, 9_000_000, {}),
+                ],
+            ),
+        ]
+    )
+    table = profiling.op_table(plane)
+    assert list(table.columns) == profiling.OP_COLUMNS
+    rows = {r.name: r for r in table.itertuples()}
+    assert set(rows) == {"MatMul", "r", "Mul"}
+    assert (rows["r"].op, rows["r"].kind, rows["r"].thread) == (
+        "_Recv",
+        "communication",
+        "tf_Compute/2",
+    )
+    assert rows["r"].start_us == pytest.approx(2.0) and rows["r"].end_us == pytest.approx(5.0005)
+    assert rows["MatMul"].start_us == 1.0 and rows["MatMul"].duration_us == 2.0
+    assert rows["Mul"].start_us == pytest.approx(0.001)
+    assert table["start_us"].is_monotonic_increasing
+
+
+def test_started_in_counts_each_op_in_one_step_only():
+    ops = _table([("a", "x", "MatMul", 900, 1100), ("a", "y", "MatMul", 1000, 1200)])
+    first, second = (STEPS.iloc[i] for i in (0, 1))
+    assert list(profiling.started_in(ops, first)["name"]) == ["x"]
+    assert list(profiling.started_in(ops, second)["name"]) == ["y"]
+    assert len(profiling.in_step(ops, second)) == 2  # in_step keeps what overlaps, cut
 
 
 def _table(rows):

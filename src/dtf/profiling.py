@@ -1,4 +1,4 @@
-"""Read the trace that ``tf.profiler.experimental`` writes: a table of ops, steps, a breakdown.
+"""Read the trace that ``tf.profiler.experimental`` writes: the plumbing around notebook 12b's code.
 
 ``tf.profiler.experimental.start(logdir)`` … ``stop()`` writes one run to
 ``logdir/plugins/profile/<run>/<host>.xplane.pb``: an ``XSpace`` protobuf, whose message
@@ -6,18 +6,23 @@ classes TensorFlow ships (``tensorflow.tsl.profiler.protobuf.xplane_pb2``). An X
 *planes* (``/host:CPU`` for this process's CPU work), a plane holds *lines* (one per thread:
 ``python``, ``tf_Compute/<id>``, ``collective_ops/<id>``, ``tf_data_…``) and a line holds *events*:
 a name (through the plane's ``event_metadata``), a start and a duration in picoseconds, and
-*stats* (through ``stat_metadata``). Notebook 12b shows the file itself; this module turns it
-into tables (used by notebook 12b and lab 05's checker):
+*stats* (through ``stat_metadata``).
 
-- :func:`load` reads the newest run under a log folder;
-- :func:`ops` lists every TensorFlow op that ran, one row each: its thread, name, type, start,
-  end and :func:`kind` (``compute``, ``communication`` or ``input``). Synchronous kernels are
-  one event (``"name:Type"``); asynchronous ones (``_Recv``, collectives, ``IteratorGetNext``)
-  are two, ``ExecutorState::ProcessAsync::Start`` and ``…::Done``, joined here, so their
-  duration includes the wait for the data;
+Reading the ops is the lesson of notebook 12b, so it stands in 12b's cells, which
+``python -m tools.export`` writes into :mod:`dtf.trace_reading`: ``kind`` (compute,
+communication or input), ``op_table`` (one row per op, an asynchronous op's
+``ExecutorState::ProcessAsync::Start`` and ``…::Done`` events joined by their flow id, so that
+its duration includes its wait), ``union`` and ``length`` (interval arithmetic) and
+``breakdown`` (each step's compute, communication, input and idle, each moment counted once).
+This module re-exports them (imported on first use: ``dtf.trace_reading`` imports this
+module's plumbing), for parts 12c and 12d, lab 05's checker and the tests, and adds:
+
+- :func:`load` reads the newest run under a log folder, :func:`host_plane` finds a plane,
+  :func:`events_of` gives every event of a plane as plain values;
+- :func:`ops` is ``op_table`` of a trace's host plane;
 - :func:`steps` lists the step markers, ``tf.profiler.experimental.Trace(name, step_num=i)``;
-- :func:`breakdown` splits each step's time into compute, communication, input and idle
-  (no op running: Python, dispatch, waiting), each moment counted once;
+- :func:`in_step` and :func:`started_in` select the ops of one step;
+- :func:`shares` turns a breakdown into shares of the steps' time;
 - :func:`plot_step` draws one step's timeline, one row per thread;
 - :func:`trace_viewer_events` converts a trace with TensorBoard's profile plugin (``xprof``),
   as its trace viewer does, to check that the plugin reads what this module reads.
@@ -27,32 +32,46 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
 
+#: Written from notebook 12b's cells into :mod:`dtf.trace_reading`, which imports this module:
+#: imported from there on first use (:func:`__getattr__`).
+READING_NAMES = (
+    "ASYNC",
+    "COMMUNICATION_OPS",
+    "INPUT_OPS",
+    "KINDS",
+    "OP_COLUMNS",
+    "breakdown",
+    "kind",
+    "length",
+    "op_table",
+    "union",
+)
+
+__all__ = [  # the reading names are module attributes through __getattr__
+    *READING_NAMES,
+    "COLORS",
+    "HOST_PLANE",
+    "STEP_COLUMNS",
+    "TraceError",
+    "events_of",
+    "host_plane",
+    "in_step",
+    "load",
+    "ops",
+    "plot_step",
+    "shares",
+    "started_in",
+    "steps",
+    "trace_files",
+    "trace_viewer_events",
+]
+
 HOST_PLANE = "/host:CPU"
-#: Op types that move data between devices or processes.
-COMMUNICATION_OPS = frozenset(
-    {"_Send", "_Recv", "_HostSend", "_HostRecv", "Send", "Recv", "NcclAllReduce"}
-)
-#: Op types that hand the step its next batch (the step waits in them for the input pipeline).
-INPUT_OPS = frozenset(
-    {
-        "IteratorGetNext",
-        "IteratorGetNextSync",
-        "IteratorGetNextAsOptional",
-        "MultiDeviceIteratorGetNextFromShard",
-    }
-)
-#: The kinds of time :func:`breakdown` reports, in the order a moment is attributed: when ops
-#: of several kinds run at once, the moment counts for the first (compute hides the rest).
-KINDS = ("compute", "communication", "input")
-_ASYNC_START = "ExecutorState::ProcessAsync::Start"
-_ASYNC_DONE = "ExecutorState::ProcessAsync::Done"
-_EAGER = "EagerLocalExecute: "
-OP_COLUMNS = ["thread", "name", "op", "kind", "start_us", "end_us", "duration_us"]
 STEP_COLUMNS = ["step", "start_us", "end_us", "duration_us"]
 
 
@@ -65,6 +84,15 @@ def xplane_pb2():
     from tensorflow.tsl.profiler.protobuf import xplane_pb2 as module
 
     return module
+
+
+def __getattr__(name: str):
+    """The names of :data:`READING_NAMES`, from :mod:`dtf.trace_reading` (12b's cells)."""
+    if name in READING_NAMES:
+        from dtf import trace_reading
+
+        return getattr(trace_reading, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def trace_files(logdir: str | os.PathLike) -> list[Path]:
@@ -95,83 +123,55 @@ def load(path: str | os.PathLike):
     return space
 
 
-def kind(op_type: str, thread: str = "") -> str:
-    """``"communication"``, ``"input"`` or ``"compute"`` for an op of type ``op_type`` that ran
-    on ``thread``: every op on one of tf.data's threads works for the input pipeline."""
-    if op_type in INPUT_OPS or thread.startswith("tf_data"):
-        return "input"
-    if op_type in COMMUNICATION_OPS or op_type.startswith(("Collective", "Nccl")):
-        return "communication"
-    return "compute"
+def host_plane(space, name: str = HOST_PLANE):
+    """The plane ``name`` of ``space``, with events in it.
 
-
-def _plane(space, name: str):
+    Raises:
+        TraceError: no such plane, or nothing recorded in it.
+    """
     for plane in space.planes:
         if plane.name == name:
+            if not any(line.events for line in plane.lines):
+                raise TraceError(f"the trace's plane {name!r} holds no events: was anything run?")
             return plane
     names = ", ".join(p.name for p in space.planes) or "none"
     raise TraceError(f"the trace has no plane {name!r} (its planes: {names})")
 
 
-def _stats(plane, event) -> dict:
-    """An event's stats by name; a reference value becomes the name it refers to."""
-    out = {}
-    for stat in event.stats:
-        field = stat.WhichOneof("value")
-        value = getattr(stat, field) if field else None
-        if field == "ref_value":
-            value = plane.stat_metadata[value].name
-        out[plane.stat_metadata[stat.metadata_id].name] = value
-    return out
-
-
-def _events(plane) -> Iterable[tuple[str, str, dict, int, int]]:
-    """``(thread, event name, stats, start_ns, end_ns)`` for every event of ``plane``."""
+def events_of(plane) -> Iterator[tuple[str, str, dict, float, float]]:
+    """``(thread, event name, stats, start, end)`` of every event of ``plane``: times in
+    microseconds from the start of its first line, stats by name (a reference stat gives the
+    name it refers to). A line stores its start in nanoseconds, an event its offset in
+    picoseconds: lines are subtracted in whole numbers first, so no precision is lost."""
+    base = min((line.timestamp_ns for line in plane.lines if line.events), default=0)
+    stat_name = {i: meta.name for i, meta in plane.stat_metadata.items()}
     for line in plane.lines:
-        thread = line.name or line.display_name
         for event in line.events:
-            start = line.timestamp_ns + event.offset_ps / 1000
-            meta = plane.event_metadata[event.metadata_id]
-            yield thread, meta.name, event, start, start + event.duration_ps / 1000
-
-
-def _origin(plane) -> float:
-    starts = [line.timestamp_ns + e.offset_ps / 1000 for line in plane.lines for e in line.events]
-    if not starts:
-        raise TraceError("the trace's host plane holds no events: was anything run?")
-    return min(starts)
+            stats = {}
+            for stat in event.stats:
+                field = stat.WhichOneof("value")  # int64_value, str_value, ref_value, ...
+                value = getattr(stat, field) if field else None
+                stats[stat_name[stat.metadata_id]] = (
+                    stat_name[value] if field == "ref_value" else value
+                )
+            start = ((line.timestamp_ns - base) * 1000 + event.offset_ps) / 1e6
+            name = plane.event_metadata[event.metadata_id].name
+            yield (
+                line.name or line.display_name,
+                name,
+                stats,
+                start,
+                start + event.duration_ps / 1e6,
+            )
 
 
 def ops(space, plane: str = HOST_PLANE) -> pd.DataFrame:
-    """Every op that ran, one row each (:data:`OP_COLUMNS`), in order of start; times in
-    microseconds from the first event of the trace."""
-    p = _plane(space, plane)
-    origin = _origin(p)
-    rows, pending = [], {}
-    for thread, name, event, start, end in _events(p):
-        if name == _ASYNC_START:
-            stats = _stats(p, event)
-            op = (thread, stats.get("name", "?"), stats.get("kernel_type"), start)
-            pending[stats.get("_p")] = op
-        elif name.startswith(_EAGER):  # an op run eagerly, from Python
-            op = name[len(_EAGER) :].strip()
-            if not op.startswith("__inference"):  # a tf.function call: its ops are listed
-                rows.append((thread, op, op, start, end))
-        elif ":" in name and "::" not in name:  # a kernel: "name:Type"
-            op_name, _, op_type = name.rpartition(":")
-            rows.append((thread, op_name, op_type, start, end))
-    for _thread, name, event, _start, end in _events(p):
-        if name == _ASYNC_DONE:
-            begun = pending.pop(_stats(p, event).get("_c"), None)
-            if begun is not None:  # the async op lasted from its start to its done callback
-                t, op_name, op_type, began = begun
-                rows.append((t, op_name, op_type or op_name, began, end))
-    table = pd.DataFrame(rows, columns=["thread", "name", "op", "start_ns", "end_ns"])
-    table["kind"] = [kind(o, t) for o, t in zip(table["op"], table["thread"], strict=True)]
-    table["start_us"] = (table["start_ns"] - origin) / 1e3
-    table["end_us"] = (table["end_ns"] - origin) / 1e3
-    table["duration_us"] = table["end_us"] - table["start_us"]
-    return table[OP_COLUMNS].sort_values("start_us", kind="stable").reset_index(drop=True)
+    """Every op that ran, one row each (:data:`OP_COLUMNS`), in order of start: notebook
+    12b's ``op_table`` of the plane ``plane``; times in microseconds from the start of its
+    first line."""
+    from dtf.trace_reading import op_table
+
+    return op_table(host_plane(space, plane))
 
 
 def steps(space, name: str = "train", plane: str = HOST_PLANE) -> pd.DataFrame:
@@ -181,14 +181,11 @@ def steps(space, name: str = "train", plane: str = HOST_PLANE) -> pd.DataFrame:
     Raises:
         TraceError: no marker called ``name`` with a ``step_num``.
     """
-    p = _plane(space, plane)
-    origin = _origin(p)
-    rows = []
-    for _thread, event_name, event, start, end in _events(p):
-        if event_name == name:
-            stats = _stats(p, event)
-            if "step_num" in stats:
-                rows.append((int(stats["step_num"]), (start - origin) / 1e3, (end - origin) / 1e3))
+    rows = [
+        (int(stats["step_num"]), start, end)
+        for _thread, event, stats, start, end in events_of(host_plane(space, plane))
+        if event == name and "step_num" in stats
+    ]
     if not rows:
         raise TraceError(
             f"no step called {name!r} in the trace: wrap each step in "
@@ -199,65 +196,20 @@ def steps(space, name: str = "train", plane: str = HOST_PLANE) -> pd.DataFrame:
     return table[STEP_COLUMNS].sort_values("step").reset_index(drop=True)
 
 
-def _union(intervals: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    merged: list[list[float]] = []
-    for start, end in sorted(intervals):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return [(s, e) for s, e in merged]
-
-
-def _length(intervals: list[tuple[float, float]]) -> float:
-    return sum(e - s for s, e in intervals)
-
-
-def _minus(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list:
-    """The parts of the disjoint sorted intervals ``a`` outside the disjoint sorted ``b``."""
-    out = []
-    for start, end in a:
-        cursor = start
-        for s, e in b:
-            if e <= cursor or s >= end:
-                continue
-            if s > cursor:
-                out.append((cursor, s))
-            cursor = max(cursor, e)
-        if cursor < end:
-            out.append((cursor, end))
-    return out
-
-
 def in_step(table: pd.DataFrame, step: pd.Series) -> pd.DataFrame:
-    """The ops of ``table`` that overlap ``step`` (a row of :func:`steps`), clipped to it."""
+    """The ops of ``table`` that ran during ``step`` (a row of :func:`steps`), cut to it."""
     inside = table[(table["end_us"] > step["start_us"]) & (table["start_us"] < step["end_us"])]
-    inside = inside.copy()
-    inside["start_us"] = inside["start_us"].clip(lower=step["start_us"])
-    inside["end_us"] = inside["end_us"].clip(upper=step["end_us"])
-    inside["duration_us"] = inside["end_us"] - inside["start_us"]
-    return inside
+    inside = inside.assign(
+        start_us=inside["start_us"].clip(lower=step["start_us"]),
+        end_us=inside["end_us"].clip(upper=step["end_us"]),
+    )
+    return inside.assign(duration_us=inside["end_us"] - inside["start_us"])
 
 
-def breakdown(table: pd.DataFrame, step_table: pd.DataFrame) -> pd.DataFrame:
-    """Each step's time in milliseconds: ``compute``, ``communication``, ``input``, ``idle``
-    and ``step``, one row per step. A moment counts once, for the first of :data:`KINDS`
-    with an op running then; ``idle`` is the rest of the step, when no op ran."""
-    rows = []
-    for _, step in step_table.iterrows():
-        inside = in_step(table, step)
-        covered: list[tuple[float, float]] = []
-        row = {"step": int(step["step"])}
-        for k in KINDS:
-            mine = inside[inside["kind"] == k]
-            spans = _union(zip(mine["start_us"], mine["end_us"], strict=True))
-            row[k] = _length(_minus(spans, covered)) / 1e3
-            covered = _union(covered + spans)
-        row["step"] = int(step["step"])
-        row["idle"] = (step["duration_us"] - _length(covered)) / 1e3
-        row["step_ms"] = step["duration_us"] / 1e3
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["step", *KINDS, "idle", "step_ms"]).set_index("step")
+def started_in(table: pd.DataFrame, step: pd.Series) -> pd.DataFrame:
+    """The ops of ``table`` that began during ``step``: to count ops, each in one step only
+    (an asynchronous op can end after its step has returned its result)."""
+    return table[(table["start_us"] >= step["start_us"]) & (table["start_us"] < step["end_us"])]
 
 
 def shares(table: pd.DataFrame) -> pd.Series:
@@ -265,6 +217,8 @@ def shares(table: pd.DataFrame) -> pd.Series:
     total = table["step_ms"].sum()
     if total <= 0:
         raise TraceError("the steps last no time")
+    from dtf.trace_reading import KINDS
+
     return table[[*KINDS, "idle"]].sum() / total
 
 
@@ -277,6 +231,8 @@ def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None
     number), a bar per op, coloured by kind, time in milliseconds from the step's start.
     Compute is drawn last, over the waits of asynchronous ops started on the same thread."""
     from matplotlib.patches import Patch
+
+    from dtf.trace_reading import KINDS
 
     inside = in_step(table, step)
     threads = sorted(set(inside["thread"]))
