@@ -1,4 +1,6 @@
-"""dtf.scaling: the timing rule of notebook 12 and its child-process measurements."""
+"""Notebook 12's measurements: its timing loop (exported into ``dtf.scaling_steps``), its two
+programs (exported into ``dtf.scaling_mirrored`` and ``dtf.scaling_chains``) and ``dtf.scaling``,
+which runs a program in a fresh process and reads back its one JSON line."""
 
 from __future__ import annotations
 
@@ -10,65 +12,150 @@ import sys
 import pytest
 
 from dtf import scaling
+from dtf.scaling_steps import step_seconds
 from tests.conftest import QUIET_ENV, ROOT
 
 
 class FakeResult:
-    def __init__(self, log):
-        self.log = log
+    def __init__(self, log, name):
+        self.log, self.name = log, name
 
     def numpy(self):
-        self.log.append("wait")
+        self.log.append(("wait", self.name))
         return 0.0
 
 
-def test_throughput_excludes_the_warm_up_and_waits_for_each_timing():
+def _fake_steps(log, names):
+    def make(name):
+        def step():
+            log.append(("step", name))
+            return FakeResult(log, name)
+
+        return step
+
+    return {name: make(name) for name in names}
+
+
+def test_step_seconds_warms_up_then_times_in_turns():
+    """Each step is warmed up (each warm-up step waited for), then the steps take turns in
+    every repeat, and each timing waits for its last step only: one value per repeat."""
     log = []
-
-    def step(x):
-        log.append(("step", x))
-        return FakeResult(log)
-
-    rates = scaling.throughput(step, ["batch"], 10, warmup=2, timed=3, repeats=4)
-    assert len(rates) == 4 and all(r > 0 for r in rates)
-    steps = [e for e in log if e != "wait"]
-    assert len(steps) == 2 + 4 * 3 and steps[0] == ("step", "batch")
-    # the two warm-up steps are each waited for, then one wait per timed repeat
-    assert log.count("wait") == 2 + 4
-    assert log[:4] == [("step", "batch"), "wait", ("step", "batch"), "wait"]
+    seconds = step_seconds(_fake_steps(log, "ab"), warmup=2, timed=3, repeats=4)
+    assert {k: len(v) for k, v in seconds.items()} == {"a": 4, "b": 4}
+    assert all(s > 0 for v in seconds.values() for s in v)
+    warm = [("step", "a"), ("wait", "a")] * 2 + [("step", "b"), ("wait", "b")] * 2
+    assert log[:8] == warm
+    timed = log[8:]
+    one_repeat = [("step", "a")] * 3 + [("wait", "a")] + [("step", "b")] * 3 + [("wait", "b")]
+    assert timed == one_repeat * 4, "in turns, a after b after a, every repeat"
 
 
-def _run(*args: str) -> subprocess.CompletedProcess:
+def test_step_seconds_divides_by_the_timed_steps(monkeypatch):
+    """A timing of 4 steps that took 2 s on the clock is 0.5 s per step."""
+    import dtf.scaling_steps as module
+
+    clock = iter([10.0, 12.0])
+    monkeypatch.setattr(module.time, "perf_counter", lambda: next(clock))
+    seconds = step_seconds(_fake_steps([], "a"), warmup=0, timed=4, repeats=1)
+    assert seconds == {"a": [0.5]}
+
+
+# --------------------------------------------------------------------------- run_program
+
+
+def _program(tmp_path, body: str):
+    path = tmp_path / "program.py"
+    path.write_text("import json, sys, time\nsettings = json.loads(sys.argv[1])\n" + body)
+    return path
+
+
+def test_run_program_passes_its_settings_and_returns_the_last_json_line(tmp_path):
+    path = _program(
+        tmp_path,
+        "print('starting')\nprint(json.dumps({'first': 1}))\n"
+        "print(json.dumps({'got': settings, 'quiet': __import__('os').environ.get("
+        "'TF_CPP_MIN_LOG_LEVEL')}))\n",
+    )
+    reply = scaling.run_program(path, {"replicas": 3})
+    assert reply == {"got": {"replicas": 3}, "quiet": "2"}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("sys.stderr.write('boom: no devices\\n'); sys.exit(3)", "exit status 3:\nboom"),
+        ("print('no json here')", "printed no JSON line"),
+    ],
+)
+def test_a_failed_program_is_an_error_with_its_output(tmp_path, body, message):
+    with pytest.raises(scaling.ProgramError, match=message):
+        scaling.run_program(_program(tmp_path, body), {})
+
+
+def test_a_program_that_hangs_is_killed_at_its_timeout(tmp_path):
+    """A stand-in for a hung measurement: it never prints, and must not hold the notebook."""
+    path = _program(
+        tmp_path, "sys.stderr.write('waiting\\n'); sys.stderr.flush()\ntime.sleep(60)\n"
+    )
+    with pytest.raises(scaling.ProgramError, match=r"within 1 s \(killed\)"):
+        scaling.run_program(path, {}, timeout=1)
+
+
+@pytest.mark.parametrize("timeout", [0, -1.0, float("nan")])
+def test_a_timeout_must_be_positive(tmp_path, timeout):
+    with pytest.raises(ValueError, match="positive"):
+        scaling.run_program(_program(tmp_path, ""), {}, timeout=timeout)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["nonsense"], ["chains", "not json"], ["chains", "[1, 2]"], ["chains", '{"sizes": 3}']],
+)
+def test_bad_arguments_are_a_usage_error(args, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        scaling.main(args)
+    assert exit_info.value.code == 2
+    if args[1:]:
+        assert "settings" in capsys.readouterr().err
+
+
+def test_every_program_has_defaults_and_an_exported_module():
+    assert set(scaling.PROGRAMS) == set(scaling.DEFAULTS) == {"mirrored", "chains"}
+    for module in scaling.PROGRAMS.values():
+        path = ROOT / "src" / (module.replace(".", "/") + ".py")
+        assert "GENERATED by `python -m tools.export`" in path.read_text().splitlines()[0]
+
+
+# --------------------------------------------------------------------------- the real programs
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "dtf.scaling", *args],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=240,
         cwd=ROOT,
         env={**os.environ, **QUIET_ENV},
     )
 
 
 @pytest.mark.slow
-def test_mirrored_in_a_child_process():
-    proc = _run("mirrored", "--replicas", "2", "--warmup", "1", "--timed", "3", "--repeats", "2")
+def test_mirrored_program_times_both_batches_of_two_replicas():
+    settings = {"replicas": 2, "batches": [8, 32], "warmup": 1, "timed": 2, "repeats": 2}
+    proc = _cli("mirrored", json.dumps(settings))
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["replicas"] == 2 and len(result["rates"]) == 2
-    assert all(r > 0 for r in result["rates"])
-    assert result["cross_device_ops"]  # what MirroredStrategy picked, e.g. CollectiveAllReduce
+    assert result["replicas"] == 2 and result["cross_device_ops"] == "CollectiveAllReduce"
+    assert set(result["seconds"]) == {"8", "32"}  # JSON keys: the per-replica batches
+    assert all(len(v) == 2 and min(v) > 0 for v in result["seconds"].values())
 
 
 @pytest.mark.slow
-def test_chains_in_a_child_process():
-    proc = _run("chains", "--size", "32", "--length", "4", "--repeats", "2")
+def test_chains_program_times_one_and_two_chains():
+    settings = {"size": 32, "length": 4, "warmup": 1, "timed": 2, "repeats": 3}
+    proc = _cli("chains", json.dumps(settings))
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["one chain"] > 0 and result["two chains"] > 0
-
-
-@pytest.mark.parametrize("args", [[], ["mirrored"], ["nonsense"]])
-def test_bad_arguments_are_a_usage_error(args):
-    with pytest.raises(SystemExit) as exit_info:
-        scaling.main(args)
-    assert exit_info.value.code == 2
+    assert set(result) == {"one chain", "two chains"}
+    assert all(len(v) == 3 and min(v) > 0 for v in result.values())

@@ -1,145 +1,118 @@
-"""Throughput measurements for notebook 12, each configuration in a fresh process.
+"""Run notebook 12's measurements as programs, each configuration in a fresh process.
 
 Several ``MirroredStrategy`` instances with different device counts cannot live in one process
 (their collective all-reduces share a process-wide registry of groups: "... is joining a group
 with size 4, but that group has size 2 ... Restart your program", tensorflow#62790), and thread
-settings must be made before TensorFlow initialises. So each measurement is a command that a
-notebook runs in a child process, printing one JSON line::
+settings must be made before TensorFlow initialises. So notebook 12 writes its two measurements
+as programs in its own cells (``%%writefile``, into ``build/12_programs/``) and runs them with
+:func:`run_program`, one process at a time. ``python -m tools.export`` writes the same cells
+into the package: :mod:`dtf.scaling_mirrored` (``MirroredStrategy``'s seconds per step for one
+number of replicas), :mod:`dtf.scaling_chains` (one chain of small matmuls against two), and
+section 1's timing loop, which both import, into :mod:`dtf.scaling_steps`. Outside the notebook::
 
-    python -m dtf.scaling mirrored --replicas 2 --per-device-batch 128 --hidden 512
+    python -m dtf.scaling mirrored '{"replicas": 2}'   # settings not given take DEFAULTS
     python -m dtf.scaling chains
 
-:func:`throughput` is the timing rule of notebook 12: ``warmup`` untimed steps (tracing,
-placement, first allocations), then ``repeats`` timings of ``timed`` steps each, waiting for the
-last step's result, since TensorFlow runs ops asynchronously.
+Each prints the program's one line of JSON. This module imports no TensorFlow.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from pathlib import Path
+
+from dtf import quiet
+
+#: The exported programs, by the name the command line gives them.
+PROGRAMS = {"mirrored": "dtf.scaling_mirrored", "chains": "dtf.scaling_chains"}
+#: Their settings when run from the command line (notebook 12 passes its parameters).
+DEFAULTS = {
+    "mirrored": {
+        "replicas": 2,
+        "batches": [32, 128],
+        "hidden": 512,
+        "warmup": 5,
+        "timed": 10,
+        "repeats": 5,
+        "seed": 42,
+    },
+    "chains": {"size": 256, "length": 40, "warmup": 1, "timed": 5, "repeats": 5},
+}
+TAIL_CHARS = 2000  # how much of a failed program's error output an error shows
 
 
-def throughput(
-    step: Callable, batch: Sequence, examples_per_step: int, warmup: int, timed: int, repeats: int
-) -> list[float]:
-    """Examples per second of ``step(*batch)``, one value per repeat, warm-up excluded."""
-    for _ in range(warmup):
-        step(*batch).numpy()
-    rates = []
-    for _ in range(repeats):
-        began = time.perf_counter()
-        for _ in range(timed):
-            result = step(*batch)
-        result.numpy()  # wait for the last step to finish
-        rates.append(timed * examples_per_step / (time.perf_counter() - began))
-    return rates
+class ProgramError(RuntimeError):
+    """A measurement program failed, timed out, or printed no JSON line."""
 
 
-def mirrored(args: argparse.Namespace) -> dict:
-    """Throughput of notebook 10's standard MirroredStrategy step over ``args.replicas``
-    devices: model and optimizer built in the scope, the batch split by
-    ``experimental_distribute_dataset``, the optimizer all-reducing the gradients."""
-    import keras
-    import numpy as np
-    import tensorflow as tf
+def run_program(program: str | os.PathLike, settings: dict, timeout: float = 180.0) -> dict:
+    """Run ``program`` (a ``.py`` file, or a module name run with ``-m``) in a fresh Python
+    with ``settings`` as its one JSON argument; return the last JSON line it printed.
 
-    from dtf import data, devices, towers
+    The child inherits this process's environment plus :data:`dtf.quiet.SETTINGS` (so that
+    TensorFlow logs nothing), and is killed after ``timeout`` seconds.
 
-    n, per_device = args.replicas, args.per_device_batch
-    strategy = tf.distribute.MirroredStrategy(list(devices.setup(n).names))
-    digits = data.load("digits", flatten=True, seed=args.seed)
-    idx = np.random.default_rng(args.seed).integers(0, len(digits.x_train), per_device * n)
-    images = tf.data.Dataset.from_tensor_slices((digits.x_train[idx], digits.y_train[idx]))
-    batch = next(iter(strategy.experimental_distribute_dataset(images.batch(per_device * n))))
-    with strategy.scope():
-        params = towers.init_mlp(digits.input_shape[0], args.hidden, 10, seed=args.seed)
-        variables = [params[k] for k in towers.MLP_VARIABLES]
-        optimizer = keras.optimizers.SGD(0.1)
-        optimizer.build(variables)
-
-    def replica_step(x, y):
-        with tf.GradientTape() as tape:
-            logits = towers.mlp_logits(params, x)
-            per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(y, logits)
-            loss = tf.nn.compute_average_loss(per_example, global_batch_size=per_device * n)
-        optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables, strict=True))
-        return loss
-
-    @tf.function
-    def step(x, y):
-        return strategy.reduce("SUM", strategy.run(replica_step, args=(x, y)), axis=None)
-
-    rates = throughput(step, batch, per_device * n, args.warmup, args.timed, args.repeats)
-    ops = type(strategy.extended._cross_device_ops).__name__  # what the strategy picked
-    return {"replicas": n, "rates": rates, "cross_device_ops": ops}
-
-
-def chains(args: argparse.Namespace) -> dict:
-    """Seconds for one chain of small matmuls on one logical CPU, and for two independent
-    chains on two, with one intra-op thread per op (the best of ``args.repeats``)."""
-    import tensorflow as tf
-
-    from dtf import devices
-
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # before TensorFlow initialises
-    names = devices.setup(2).names
-    x = tf.random.stateless_normal([args.size, args.size], seed=[1, 2])
-
-    def chain(device):
-        with tf.device(device):
-            h = x
-            for _ in range(args.length):
-                h = tf.tanh(tf.matmul(h, x) * 0.01)
-            return h
-
-    one = tf.function(lambda: [chain(names[0])])
-    two = tf.function(lambda: [chain(names[0]), chain(names[1])])
-
-    def best(fn) -> float:
-        fn()  # trace
-        times = []
-        for _ in range(args.repeats):
-            began = time.perf_counter()
-            [t.numpy() for t in fn()]
-            times.append(time.perf_counter() - began)
-        return min(times)
-
-    return {"one chain": best(one), "two chains": best(two)}
+    Raises:
+        ProgramError: it exited with an error, ran past ``timeout`` or printed no JSON line;
+            the message ends with the end of its error output.
+        ValueError: ``timeout`` is not positive.
+    """
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    path = Path(program)
+    name = path.name if path.suffix == ".py" else str(program)
+    cmd = [sys.executable, str(path)] if path.suffix == ".py" else [sys.executable, "-m", name]
+    cmd.append(json.dumps(settings))
+    env = {**os.environ, **quiet.SETTINGS}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired as exc:
+        tail = (exc.stderr or b"")[-TAIL_CHARS:]
+        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        raise ProgramError(f"{name} did not finish within {timeout:g} s (killed): {tail}") from None
+    if done.returncode != 0:
+        tail = done.stderr[-TAIL_CHARS:]
+        raise ProgramError(f"{name} failed with exit status {done.returncode}:\n{tail}")
+    replies = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if not replies:
+        raise ProgramError(f"{name} printed no JSON line; its output: {done.stdout[-TAIL_CHARS:]}")
+    return json.loads(replies[-1])
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dtf.scaling", description=__doc__.split("\n\n")[0]
     )
-    sub = parser.add_subparsers(dest="what", required=True)
-    m = sub.add_parser("mirrored", help="MirroredStrategy throughput for one replica count")
-    m.add_argument("--replicas", type=int, required=True)
-    m.add_argument("--per-device-batch", type=int, default=128)
-    m.add_argument("--hidden", type=int, default=512)
-    m.add_argument("--warmup", type=int, default=5)
-    m.add_argument("--timed", type=int, default=20)
-    m.add_argument("--repeats", type=int, default=3)
-    m.add_argument("--seed", type=int, default=42)
-    c = sub.add_parser("chains", help="one vs two independent matmul chains")
-    c.add_argument("--size", type=int, default=256)
-    c.add_argument("--length", type=int, default=40)
-    c.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("what", choices=sorted(PROGRAMS), help="the measurement to run")
+    parser.add_argument(
+        "settings", nargs="?", default="{}", help="JSON object of settings (default: DEFAULTS)"
+    )
+    parser.add_argument("--timeout", type=float, default=180.0, help="seconds (default: 180)")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from dtf import quiet
-
-    quiet.quiet()
-    import tensorflow as tf
-
-    tf.get_logger().setLevel("ERROR")
-    result = mirrored(args) if args.what == "mirrored" else chains(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        given = json.loads(args.settings)
+    except json.JSONDecodeError as exc:
+        parser.error(f"settings must be a JSON object, e.g. '{{\"replicas\": 2}}': {exc}")
+    if not isinstance(given, dict):
+        parser.error("settings must be a JSON object, e.g. '{\"replicas\": 2}'")
+    unknown = sorted(set(given) - set(DEFAULTS[args.what]))
+    if unknown:
+        parser.error(f"unknown settings for {args.what}: {', '.join(unknown)}")
+    try:
+        result = run_program(PROGRAMS[args.what], {**DEFAULTS[args.what], **given}, args.timeout)
+    except (ProgramError, ValueError) as exc:
+        print(f"python -m dtf.scaling {args.what}: {exc}", file=sys.stderr)
+        return 1
     print(json.dumps(result), flush=True)
     return 0
 
