@@ -87,3 +87,25 @@ def test_check_exits_1_on_a_stale_file_and_names_it(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(export, "stale", lambda: [root / "src/dtf/w.py"])
     assert export.main(["--check"]) == 1
     assert "stale: src/dtf/w.py" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("module", "notebook"),
+    [
+        ("dtf/scaling_steps.py", "notebooks/12_scaling_and_performance.ipynb"),
+        ("dtf/scaling_mirrored.py", "notebooks/12_scaling_and_performance.ipynb"),
+        ("dtf/scaling_chains.py", "notebooks/12e_communication_and_logical_devices.ipynb"),
+        ("dtf/trace_reading.py", "notebooks/12b_profiling_steps.ipynb"),
+    ],
+)
+def test_the_measurements_and_trace_reading_of_part_12_stand_in_its_cells(module, notebook):
+    """Issue 26, section 3: notebook 12's timing loop and programs and 12b's trace reading are
+    written in their notebooks' cells, and the package's copies are generated from them."""
+    sources = {
+        target.relative_to(ROOT / "src").as_posix(): source.relative_to(ROOT).as_posix()
+        for target, (source, _) in export.exports().items()
+    }
+    assert sources.get(module) == notebook
+    text = (ROOT / "src" / module).read_text(encoding="utf-8")
+    if module in ("dtf/scaling_mirrored.py", "dtf/scaling_chains.py"):  # programs, importable
+        assert 'if __name__ == "__main__":' in text

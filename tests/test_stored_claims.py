@@ -18,6 +18,7 @@ with the interpretation:
 from __future__ import annotations
 
 import copy
+import json
 import re
 from html.parser import HTMLParser
 
@@ -205,45 +206,81 @@ def check_12_scaling(nb):
     assert "ylim=(0, 1.1)" not in plot and 'summary["efficiency"].max()' in plot
 
 
-def check_12_chains(nb):
-    """12, section 4: 'overlapped' is printed exactly when the ratio is below the threshold that
-    the code uses and the next markdown states."""
-    threshold = parameter(nb, "12-17", "OVERLAP_BELOW")
+VERDICT_LINE = re.compile(  # dtf.timing.Verdict's line, paired ("repeats") or not ("all pairs")
+    r"^(?P<a>.+?) / (?P<b>.+?) time [\d.]+ \((?:repeats|all pairs) (?P<lo>[\d.]+) to "
+    r"(?P<hi>[\d.]+), n=\d+(?:x\d+)?\): (?P<rest>.+)$"
+)
+
+
+def verdicts_in(text: str) -> dict[str, re.Match]:
+    """The dtf.timing verdict lines of a stored output, by the name of their first side."""
+    found = (VERDICT_LINE.match(line.strip()) for line in text.splitlines())
+    return {m["a"]: m for m in found if m}
+
+
+def check_12_fixed_cost(nb):
+    """12, section 2: each block's conclusion follows from its verdict lines ("overlapped" only
+    when the time per example with N replicas was smaller in every repeat, "more fixed cost"
+    only when one replica's was smaller in every repeat), its T(N)/T(1) is the table's, and the
+    text reads the conclusions as conditions."""
+    medians = {}
+    way = None
+    for heads, data in table_of(cell(nb, "12-10")):
+        way = heads[0] if len(heads) == 2 else way
+        medians[way, int(heads[-1])] = float(data[0])
+    out = text_of(cell(nb, "12-12c"))
+    blocks = re.split(r"\n(?=\w+, N = \d+: T\(N\))", out.strip())
+    heads = [re.match(r"^(\w+), N = (\d+): T\(N\) = ([\d.]+) x T\(1\)", b) for b in blocks]
+    assert all(heads) and len(heads) == len(medians) - len({w for w, _ in medians}), out
+    for head, block in zip(heads, blocks, strict=True):
+        way, n, gained = head[1], int(head[2]), float(head[3])
+        assert gained == pytest.approx(medians[way, n] / medians[way, 1], abs=0.006)
+        verdicts = verdicts_in(block)
+        per_example = verdicts.get(f"time per example, N = {n}")
+        fixed = verdicts.get(f"fixed cost, N = {n}")
+        said = lines_matching(block, r"-> (.*)$")[0].group(1)
+        overlapped = per_example is not None and per_example["rest"].startswith(per_example["a"])
+        assert said.startswith("the replicas' arithmetic overlapped") == overlapped, block
+        assert said.startswith("no overlap measured") == (not overlapped), block
+        more_fixed = fixed is not None and fixed["rest"].startswith(f"{fixed['b']} faster")
+        assert ("also paid more fixed cost" in said) == more_fixed, block
+    text = markdown_after(nb, "12-12c")
+    assert '("no overlap measured")' in text and "smaller in every repeat" in text
+
+
+def check_12e_chains(nb):
+    """12e, section 2: 'overlapped' is printed exactly when the verdict says the two chains
+    were faster than one chain twice in every repeat, and the text states that condition."""
     out = text_of(cell(nb, "12-17"))
-    ratio = float(lines_matching(out, r"twice the work took ([\d.]+)x")[0].group(1))
+    verdict = verdicts_in(out)["two chains"]
+    faster = verdict["rest"].startswith("two chains faster")
+    assert faster == (float(verdict["hi"]) < 1.005), out  # every repeat below 1
     overlapped = any(line.startswith("the two chains overlapped") for line in out.splitlines())
-    little = any(line.startswith("little overlap") for line in out.splitlines())
-    assert overlapped != little, out
-    assert overlapped == (ratio < threshold), f"ratio {ratio}, printed:\n{out}"
-    assert f"If the ratio above is below {threshold:g}" in markdown_after(nb, "12-17")
+    little = any(line.startswith("no overlap measured") for line in out.splitlines())
+    assert overlapped != little and overlapped == faster, out
+    assert "If it says *two chains faster*" in markdown_after(nb, "12-17")
 
 
-def check_12_pipeline(nb):
-    """12, section 6: the 'enough' column and line, and the gain verdicts, follow from the
-    delivered rates against the consumption printed above the table."""
-    out = text_of(cell(nb, "12-20"))
+def check_12d_pipeline(nb):
+    """12d, section 2: the table's last column follows from each pipeline's slowest and fastest
+    repeat against the consumption printed above it, as the text before the cell defines it;
+    only the pipeline that caches after the random step replays its first epoch."""
+    out = text_of(cell(nb, "12d-17"))
     needed = float(lines_matching(out, r"consumed ([\d.]+) examples/s")[0].group(1))
-    rates, enough_column = {}, {}
-    for heads, data in table_of(cell(nb, "12-20")):
-        rates[heads[0]] = float(data[0])
-        enough_column[heads[0]] = data[-1] == "True"
-    for name, rate in rates.items():
-        assert enough_column[name] == (rate >= needed), name
-    listed = lines_matching(out, r"^enough for the fastest step: (.*)$")[0].group(1)
-    enough = [name for name, rate in rates.items() if rate >= needed]
-    assert listed == ("; ".join(enough) or "none: each would starve it"), listed
-    gain_floor = parameter(nb, "12-20", "GAIN")
-    base = rates["map, one example at a time"]
-    for found in lines_matching(out, r"^(.*): [\d.]+x the one-at-a-time map: (a gain|no gain)"):
-        gain = rates[found.group(1)] / base
-        assert found.group(2) == ("a gain" if gain >= gain_floor else "no gain"), found.group(0)
-    text = markdown_after(nb, "12-20")
-    assert "names the pipelines that were enough" in text
-    assert f"at least {gain_floor:g}×" in text
+    rows = table_of(cell(nb, "12d-17"))
+    assert len(rows) == 4, rows
+    for heads, data in rows:
+        low, high, said = float(data[0]), float(data[2]), data[-1]
+        expected = "enough" if low >= needed else "starves it" if high < needed else "within"
+        assert said.startswith(expected), f"{heads[0]}: {said!r}, expected {expected!r}"
+    assert "*enough* when even its slowest repeat" in cell(nb, "12d-16").source
+    replays = lines_matching(text_of(cell(nb, "12d-13")), r"^(.*): epoch 2 (repeats|differs)")
+    assert {m[1] for m in replays if m[2] == "repeats"} == {"augment, then cache (wrong)"}
+    assert len(replays) == 4
 
 
-def check_12_copying(nb):
-    """12, section 3: 'not the copying' only when the needed bandwidth is below 1 GB/s."""
+def check_12e_copying(nb):
+    """12e, section 1: 'not the copying' only when the needed bandwidth is below 1 GB/s."""
     out = text_of(cell(nb, "12-15"))
     if "no extra time to explain" in out:
         return
@@ -251,14 +288,39 @@ def check_12_copying(nb):
     assert ("not the copying" in out) == (needed < 1.0), out
 
 
-def check_12_mixed_precision(nb):
-    """12, section 3: under mixed_float16 the gradients of the float32 variables are float32
+def check_12e_mixed_precision(nb):
+    """12e, section 1: under mixed_float16 the gradients of the float32 variables are float32
     (what the text says Keras 3 all-reduces), and 16-bit gradients are half the bytes."""
     out = text_of(cell(nb, "12-14b"))
     assert "activations float16, variables float32, gradients float32" in out
     for found in lines_matching(out, r"([\d.]+) MB per replica .* ([\d.]+) MB cast to 16 bits"):
         assert float(found.group(2)) == pytest.approx(float(found.group(1)) / 2, abs=0.001)
     assert "keeps the **variables** in float32" in cell(nb, "12-14").source
+
+
+def check_12c_packs(nb):
+    """12c, section 2: with a pack per gradient a step runs twice the all-reduces of one pack
+    (two gradients), and 'began during the backward pass in X of Y steps' counts the printed
+    gaps below zero; one pack never began before the last gradient op."""
+    counts = {
+        m[1]: json.loads(m[2])
+        for m in lines_matching(text_of(cell(nb, "12c-16")), r"^(.*): all-reduce ops .*: (\[.*\])$")
+    }
+    one, packs = counts["MirroredStrategy"], counts["MirroredStrategy, packs"]
+    assert len(set(one)) == len(set(packs)) == 1 and packs[0] == 2 * one[0], counts
+    out = text_of(cell(nb, "12c-18"))
+    if one[0] == 0:  # one device: no all-reduce to place
+        return
+    gaps = {
+        m[1]: [float(v) for v in m[2].split()]
+        for m in lines_matching(out, r"^(one pack|packs):\s+first all-reduce.*: \[(.*)\]$")
+    }
+    assert min(gaps["one pack"]) >= 0, out
+    during, total = map(
+        int, lines_matching(out, r"backward pass in (\d+) of (\d+) steps")[0].groups()
+    )
+    assert (during, total) == (sum(g < 0 for g in gaps["packs"]), len(gaps["packs"]))
+    assert "so it is printed, not asserted" in markdown_after(nb, "12c-18")
 
 
 def check_09_epoch_time(nb):
@@ -365,10 +427,12 @@ def check_05_activation_memory(nb):
 
 CLAIMS = {
     "12 throughput grew, flat or fell": ("12", check_12_scaling),
-    "12 two chains overlapped or not": ("12", check_12_chains),
-    "12 pipeline enough or not": ("12", check_12_pipeline),
-    "12 all-reduce time is copying or not": ("12", check_12_copying),
-    "12 mixed precision and all-reduce bytes": ("12", check_12_mixed_precision),
+    "12 growth: fixed cost or overlapped arithmetic": ("12", check_12_fixed_cost),
+    "12c all-reduces per pack, and before the backward pass ends": ("12c", check_12c_packs),
+    "12d pipeline enough or not, cache replays its epoch": ("12d", check_12d_pipeline),
+    "12e two chains overlapped or not": ("12e", check_12e_chains),
+    "12e all-reduce time is copying or not": ("12e", check_12e_copying),
+    "12e mixed precision and all-reduce bytes": ("12e", check_12e_mixed_precision),
     "09b MirroredStrategy slower, tie or faster": ("09b", check_09_epoch_time),
     "10b towers or MirroredStrategy faster": ("10b", check_10_step_time),
     "10b towers equal MirroredStrategy to the bit": ("10b", check_10_bitwise),
@@ -408,46 +472,59 @@ def _flip(text: str, pairs: list[tuple[str, str]]) -> tuple[str, str]:
 
 
 def test_a_verdict_that_contradicts_its_number_fails():
-    nb = load("12")
+    nb = load("12e")
     out = text_of(cell(nb, "12-17"))
-    old, new = _flip(out, [("little overlap", "the two chains overlapped")])
+    old, new = _flip(out, [("no overlap measured", "the two chains overlapped")])
     with pytest.raises(AssertionError):
-        check_12_chains(_doctor(nb, "12-17", old, new))
+        check_12e_chains(_doctor(nb, "12-17", old, new))
     nb = load("09b")
     out = text_of(cell(nb, "09-20"))
-    if "no measurable difference" in out:
-        old, new = "no measurable difference", "one device faster"
-    else:
-        old, new = _flip(out, [("one device faster", "MirroredStrategy faster")])
+    old, new = _flip(out, [("slower (", "faster ("), ("a tie, within", "slower (")])
     with pytest.raises(AssertionError):
         check_09_epoch_time(_doctor(nb, "09-20", old, new))
 
 
+def test_a_conclusion_that_contradicts_its_verdicts_fails():
+    """12 and 12c: a flipped conclusion, or a count of steps that the gaps do not give."""
+    nb = load("12")
+    out = text_of(cell(nb, "12-12c"))
+    old, new = _flip(out, [("-> no overlap measured", "-> the replicas' arithmetic overlapped")])
+    with pytest.raises(AssertionError):
+        check_12_fixed_cost(_doctor(nb, "12-12c", old, new))
+    nb = load("12c")
+    found = re.search(r"backward pass in (\d+) of", text_of(cell(nb, "12c-18")))
+    assert found, "12c-18 prints in how many steps an all-reduce began during the backward pass"
+    wrong = f"backward pass in {int(found[1]) + 1} of"
+    with pytest.raises(AssertionError):
+        check_12c_packs(_doctor(nb, "12c-18", found[0], wrong))
+
+
 def test_a_printed_comparison_that_does_not_hold_fails():
     nb = load("12")
-    found = COMPARISON.search(text_of(cell(nb, "12-17")))
-    assert found, "12-17 prints its ratio against the threshold"
-    a, op, b = re.findall(rf"{NUMBER}|{OPERATOR}", found.group(0))
+    found = COMPARISON.search(text_of(cell(nb, "12-11b")))
+    assert found, "12-11b prints each T(N) against the range of T(1)"
+    a, op, b = re.findall(rf"{NUMBER}|{OPERATOR}", found.group(0))[:3]
     flipped = {"<": ">=", ">=": "<", ">": "<=", "<=": ">"}[op]
-    doctored = _doctor(nb, "12-17", found.group(0), f"{a} {flipped} {b}")
+    doctored = _doctor(nb, "12-11b", found.group(0), f"{a} {flipped} {b}")
     assert false_comparisons(doctored)
 
 
 def test_text_that_loses_its_condition_fails():
-    nb = copy.deepcopy(load("12"))
+    nb = copy.deepcopy(load("12e"))
     text = cell(nb, "12-18")
-    text.source = text.source.replace("If the ratio above is below 1.6", "The ratio above shows")
+    text.source = text.source.replace("If it says *two chains faster*", "The verdict shows")
     with pytest.raises(AssertionError):
-        check_12_chains(nb)
+        check_12e_chains(nb)
 
 
 def test_a_table_that_contradicts_its_verdicts_fails():
-    nb = load("12")
-    rows = table_of(cell(nb, "12-20"))
-    heads, data = rows[0]
-    doctored = _doctor(nb, "12-20", f"<td>{data[-1]}</td>", f"<td>{data[-1] != 'True'}</td>")
+    nb = load("12d")
+    rows = table_of(cell(nb, "12d-17"))
+    said = rows[0][1][-1]
+    other = "enough" if said != "enough" else "starves it"
+    doctored = _doctor(nb, "12d-17", f"<td>{said}</td>", f"<td>{other}</td>")
     with pytest.raises(AssertionError):
-        check_12_pipeline(doctored)
+        check_12d_pipeline(doctored)
     nb = load("14")
     old, new = _flip(
         text_of(cell(nb, "13-22")),
