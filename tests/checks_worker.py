@@ -35,7 +35,7 @@ CASE_TIMEOUT_S = 120.0
 _MARK = "\x1edtf-reply\x1e"
 
 _WORKER = r"""
-import json, os, sys, traceback
+import json, linecache, os, sys, traceback
 
 MARK = sys.argv[2]
 replies = os.dup(1)  # before placement.start() routes descriptor 1 through its reader
@@ -70,7 +70,10 @@ for line in sys.stdin:
     checks.reset()
     namespace = {**extra, "out": {}}
     try:
-        exec(compile(json.loads(line)["code"], "<case>", "exec"), namespace)
+        code = json.loads(line)["code"]
+        # The case's source, as IPython keeps a cell's: inspect.getsource finds it.
+        linecache.cache["<case>"] = (len(code), None, code.splitlines(True), "<case>")
+        exec(compile(code, "<case>", "exec"), namespace)
         sys.stdout.flush()
         verdict = namespace.get("verdict")
         answer = {"out": namespace["out"]}

@@ -464,3 +464,156 @@ def test_importing_checks_does_not_import_tensorflow() -> None:
 def test_stub_message_matches_the_generator() -> None:
     stub_line = make_labs.STUB.format(task=7)
     assert core.STUB_MESSAGE.match(stub_line[len('raise NotImplementedError("') :])
+
+
+# --------------------------------------------------------------------------- references
+
+#: Answers, in a notebook's namespace of their own, that reach (or do not) the course's code.
+ANSWERS = """
+import dtf
+from dtf import towers, multiworker
+from dtf.towers import split_batch as renamed
+
+
+def by_module(x, y, n):
+    return towers.split_batch(x, y, n)
+
+
+def renamed_import(x, y, n):
+    return renamed(x, y, n)
+
+
+def own(x, y, n):
+    return list(zip(x, y))
+
+
+def uses_own(x, y, n):
+    return own(x, y, n)
+
+
+def other_function(x, y, n):
+    return towers.mlp_logits(x, y)
+
+
+def skipped_after(x, y, g, seed, r):
+    return multiworker.global_batches(x, y, g, seed).skip(r)
+
+
+def skip_keyword(x, y, g, seed, r):
+    return multiworker.global_batches(x, y, g, seed, skip=r)
+
+
+def skip_position(x, y, g, seed, r):
+    return multiworker.global_batches(x, y, g, seed, r)
+
+
+def dotted(x):
+    return dtf.cluster.spec.tf_config(x, 1)
+
+
+def helper(x, y, n):
+    return towers.split_batch(x, y, n)
+
+
+def through_a_helper(p, x, y, devices, lr):
+    def inner():
+        return helper(x, y, len(devices))
+
+    return inner()
+
+
+def local_import(v, i):
+    from dtf.deploy import expand_tf_config as expand
+
+    return expand(v, i)
+
+
+def local_module(v, i):
+    import dtf.deploy
+
+    return dtf.deploy.expand_tf_config(v, i)
+"""
+
+REFERENCES = (
+    "dtf.towers.split_batch",
+    "dtf.multiworker.global_batches(skip)",
+    "dtf.cluster.spec.tf_config",
+    "dtf.deploy.expand_tf_config",
+)
+
+
+@pytest.fixture(scope="module")
+def answers():
+    import linecache
+
+    linecache.cache["<answers>"] = (len(ANSWERS), None, ANSWERS.splitlines(True), "<answers>")
+    namespace: dict = {}
+    exec(compile(ANSWERS, "<answers>", "exec"), namespace)
+    return namespace
+
+
+@pytest.mark.parametrize(
+    "name, found",
+    [
+        ("by_module", "calls `dtf.towers.split_batch`"),
+        ("renamed_import", "calls `dtf.towers.split_batch`"),
+        ("own", None),
+        ("uses_own", None),
+        ("other_function", None),
+        ("skipped_after", None),  # the stream, skipped by the answer: the lab's solution
+        ("skip_keyword", "calls `dtf.multiworker.global_batches` with `skip`"),
+        ("skip_position", "calls `dtf.multiworker.global_batches` with `skip`"),
+        ("dotted", "calls `dtf.cluster.spec.tf_config`"),
+        ("through_a_helper", "calls `dtf.towers.split_batch` (through `helper`)"),
+        ("local_import", "calls `dtf.deploy.expand_tf_config`"),
+        ("local_module", "calls `dtf.deploy.expand_tf_config`"),
+    ],
+)
+def test_reference_reached_reads_the_answer_s_code(answers, name, found) -> None:
+    assert core.reference_reached(answers[name], REFERENCES) == found
+
+
+def test_the_reference_itself_and_a_tf_function_of_it_are_found(answers) -> None:
+    from dtf import towers
+
+    assert core.reference_reached(towers.split_batch, REFERENCES) == "is `dtf.towers.split_batch`"
+    assert core.reference_reached(lambda x: towers.split_batch(x, x, 1), REFERENCES)
+    assert core.reference_reached({"not": "a function"}, REFERENCES) is None
+    assert core.reference_reached(answers["by_module"], ()) is None
+
+
+def test_a_task_refuses_an_answer_that_calls_its_reference(registry, answers) -> None:
+    ran = []
+
+    @checks.task("lab98", 1, references=("dtf.towers.split_batch",))
+    def first(answer):
+        ran.append(answer)
+        return "fine"
+
+    verdict = first(answers["by_module"])
+    assert verdict.message == (
+        "Task 1: wrong: `by_module` calls `dtf.towers.split_batch`, the course's own code for "
+        "this task. Hint: The task asks you to write it yourself: the checker compares your "
+        "answer with that code, so calling it proves nothing."
+    )
+    assert not ran  # refused before the answer or the checker ran
+    assert first(answers["own"]).correct and ran == [answers["own"]]
+    with pytest.raises(ValueError, match="a reference is 'module.name'"):
+        checks.task("lab98", 2, references=("split_batch",))
+
+
+def test_expect_kind_and_call_function_hints() -> None:
+    assert core.expect_kind((1, 2), (tuple, list), "a pair", size=2) == (1, 2)
+    with pytest.raises(checks.Wrong, match=r"^for step 1: expected a pair, got \(1,\)$"):
+        core.expect_kind((1,), (tuple, list), "a pair", size=2, what="step 1")
+
+    class Thing:
+        pass
+
+    def raises(x):
+        raise ValueError(f"no {Thing()} here")  # an address in the message
+
+    with pytest.raises(checks.Wrong) as info:
+        core.call_function(raises, 1, hints=(("no .* here", "look at x"),), where="call 1")
+    assert info.value.hint == "look at x" and " at 0x" not in info.value.detail
+    assert info.value.detail.startswith("for call 1: `raises` raised ValueError")

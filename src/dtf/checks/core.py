@@ -12,6 +12,8 @@
 - :func:`expect_equal`, :func:`expect_close` and :func:`short` compare values and describe
   them in messages; :func:`device_names`, :func:`placement_table` and :func:`devices_of`
   read a device setup and a placement table.
+- :func:`reference_reached`: whether an answer hands its task to the course's own reference
+  code (a task's ``references``, refused before the answer runs).
 
 A checking function receives the learner's answer (and whatever else its check cell
 passes), raises :class:`Wrong` when the answer is wrong, and returns an optional note for
@@ -29,13 +31,20 @@ Verdicts depend only on the answer: checking the same answer again gives the sam
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import contextvars
+import dis
 import functools
 import importlib
+import inspect
 import pkgutil
 import re
+import sys
+import textwrap
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+import types
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,14 +66,21 @@ __all__ = [
     "call",
     "call_function",
     "check",
+    "code_objects",
+    "default_device",
     "device_names",
     "devices_of",
     "expect_close",
     "expect_equal",
+    "expect_kind",
     "expected_got",
+    "full_float32",
     "known_labs",
+    "listed",
+    "numbered",
     "placement_table",
     "reason_key",
+    "reference_reached",
     "reset",
     "short",
     "summary",
@@ -328,15 +344,24 @@ def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-def call_function(answer: Any, *args: Any, **kwargs: Any) -> Any:
+def call_function(
+    answer: Any, *args: Any, hints: Sequence[tuple[str, str]] = (), where: str = ""
+) -> Any:
     """Like :func:`call`, for tasks whose answer must be a function (it is called again
-    with other arguments)."""
+    with other arguments). ``hints``: ``(pattern, hint)`` pairs, the hint of a verdict whose
+    text has the pattern (an error the task knows); ``where``: what the call was for, said
+    first (``for <where>: ...``)."""
     if answer is not None and answer is not Ellipsis and not callable(answer):
         raise Wrong(
             f"expected a function, got {short(answer)}",
             "pass the function itself to the checker, without calling it (no parentheses)",
         )
-    return call(answer, *args, **kwargs)
+    try:
+        return call(answer, *args)
+    except Wrong as exc:
+        detail = f"for {where}: {exc.detail}" if where else exc.detail
+        hint = next((h for pattern, h in hints if re.search(pattern, exc.detail)), exc.hint)
+        raise Wrong(re.sub(r" object at 0x[0-9a-fA-F]+", "", detail), hint) from None
 
 
 # --------------------------------------------------------------------------- registry
@@ -365,20 +390,22 @@ def _check_lab(lab: Any) -> str:
     return lab
 
 
-def task(lab: str, number: int, *, optional: bool = False):
+def task(lab: str, number: int, *, optional: bool = False, references: Sequence[str] = ()):
     """Decorator: make ``body(answer, *args, **kwargs)`` the checker of task ``number`` of
-    ``lab`` and register it.
-
-    The decorated function takes the same arguments and returns the :class:`Verdict` of
-    :func:`check`: ``body`` runs inside it, raises :class:`Wrong` for a wrong answer and
-    returns an optional note for the "correct" line. Registering a second, different
-    function for the same task raises ``ValueError``; re-importing the same module (e.g.
-    ``importlib.reload``) replaces the checker.
-    """
+    ``lab`` and register it. The decorated function takes the same arguments and returns the
+    :class:`Verdict` of :func:`check`: ``body`` runs inside it, raises :class:`Wrong` for a
+    wrong answer and returns an optional note for the "correct" line. ``references``: the
+    course's own code for the task (``"dtf.towers.split_batch"``; ``"module.name(arg)"``:
+    when the call passes ``arg``), refused before the answer runs (:func:`reference_reached`).
+    Registering another function for the same task raises ``ValueError``; re-importing the
+    same module (``importlib.reload``) replaces the checker."""
     lab = _check_lab(lab)
     number = whole_number("a task number", number, minimum=1)
     if not isinstance(optional, bool):
         raise TypeError(f"optional must be True or False, got {optional!r}")
+    for reference in references:
+        if not _REFERENCE.fullmatch(reference):
+            raise ValueError(f"a reference is 'module.name' or 'module.name(arg)': {reference!r}")
 
     def register(body: Callable[..., str | None]) -> Callable[..., Verdict]:
         where = f"{body.__module__}.{body.__qualname__}"
@@ -389,14 +416,128 @@ def task(lab: str, number: int, *, optional: bool = False):
                 f"give {where} another number"
             )
 
+        def run(answer: Any, args: tuple, kwargs: dict) -> str | None:
+            found = reference_reached(answer, references)
+            if found:
+                raise Wrong(
+                    f"`{getattr(answer, '__name__', 'your function')}` {found}, the course's own "
+                    "code for this task",
+                    "the task asks you to write it yourself: the checker compares your answer "
+                    "with that code, so calling it proves nothing",
+                )
+            return body(answer, *args, **kwargs)
+
         @functools.wraps(body)
         def checker(answer: Any, *args: Any, **kwargs: Any) -> Verdict:
-            return check(lab, number, lambda: body(answer, *args, **kwargs), answer)
+            return check(lab, number, lambda: run(answer, args, kwargs), answer)
 
         _registry.setdefault(lab, {})[number] = Task(lab, number, optional, checker, where)
         return checker
 
     return register
+
+
+#: A task's reference: ``package.module.name``, and optionally ``(arg)``, the argument that
+#: makes a call to it a shortcut.
+_REFERENCE = re.compile(r"(?P<path>\w+(?:\.\w+)+)(?:\((?P<arg>\w+)\))?")
+_MISSING = object()
+_SPACES = (types.ModuleType, type)  # what an answer reads a reference from
+
+
+def code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
+    """``code`` and every code object nested in it (functions, lambdas, comprehensions)."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from code_objects(const)
+
+
+def _loaded(function: types.FunctionType) -> Iterator[tuple[Any, types.CodeType]]:
+    """``(object, code)`` for every global, closure cell, module imported in the code, and
+    attribute of a module or class (``towers.split_batch``) that ``function``'s code, nested
+    code included, loads."""
+    closure = {}
+    for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=True):
+        try:
+            closure[name] = cell.cell_contents
+        except ValueError:  # a cell not filled yet
+            pass
+    for code in code_objects(function.__code__):
+        value = module = previous = _MISSING
+        local: dict[str, Any] = {}  # names bound here to an import or to another name
+        for ins in dis.get_instructions(code):
+            name, kind = ins.argval, ins.opname
+            if kind == "IMPORT_NAME":  # with a fromlist, the module itself; else its package
+                top = name if getattr(previous, "argval", None) else name.partition(".")[0]
+                value = module = sys.modules.get(top, _MISSING)
+            elif kind == "IMPORT_FROM" and isinstance(module, types.ModuleType):
+                value = getattr(module, name, _MISSING)
+            elif kind.startswith("STORE_") and value is not _MISSING:
+                local[name], value = value, _MISSING
+            elif kind.startswith(("LOAD_FAST", "LOAD_DEREF")) and name in local:
+                value = local[name]
+            elif kind in ("LOAD_GLOBAL", "LOAD_NAME"):
+                value = function.__globals__.get(name, _MISSING)
+            elif kind == "LOAD_DEREF" and name not in function.__code__.co_cellvars:
+                value = closure.get(name, _MISSING)  # nested code: the same cell
+            elif kind in ("LOAD_ATTR", "LOAD_METHOD") and isinstance(value, _SPACES):
+                value = getattr(value, name, _MISSING)
+            else:
+                value = _MISSING
+            previous = ins
+            if value is not _MISSING:
+                yield value, code
+
+
+def _passes(function: Any, code: types.CodeType, reference: Any, arg: str) -> bool:
+    """Whether ``function`` passes ``arg`` to ``reference``: by keyword (a call's keyword names
+    are constants of its code), or by position (read from its source, if there is one)."""
+    if any(isinstance(c, tuple) and arg in c for c in code.co_consts):
+        return True
+    position = list(inspect.signature(reference).parameters).index(arg)
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    name = reference.__name__
+    return any(
+        isinstance(node, ast.Call)
+        and getattr(node.func, "attr", getattr(node.func, "id", None)) == name
+        and len(node.args) > position
+        for node in ast.walk(tree)
+    )
+
+
+def reference_reached(answer: Any, references: Sequence[str]) -> str | None:
+    """How ``answer`` calls one of ``references`` (see :func:`task`): ``"calls `x.y`"``, or
+    None. Read from the code before it runs: the names ``answer`` loads (globals, closure
+    cells, attributes of modules), and theirs of the notebook's functions it calls."""
+    targets = []
+    for reference in references:
+        path, arg = _REFERENCE.fullmatch(reference).group("path", "arg")
+        module, _, name = path.rpartition(".")
+        targets.append((getattr(importlib.import_module(module), name), path, arg))
+    for target, path, arg in targets:
+        if arg is None and inspect.unwrap(getattr(answer, "python_function", answer)) is target:
+            return f"is `{path}`"
+    todo = [(answer, None)]
+    seen: set[int] = set()
+    while todo and targets:
+        function, via = todo.pop()
+        function = inspect.unwrap(getattr(function, "python_function", function))
+        if not isinstance(function, types.FunctionType) or id(function) in seen:
+            continue
+        seen.add(id(function))
+        scope = function.__globals__
+        for value, code in _loaded(function):
+            for target, path, arg in targets:
+                if value is target and (arg is None or _passes(function, code, target, arg)):
+                    how = f"calls `{path}`" + (f" with `{arg}`" if arg else "")
+                    return how + (f" (through `{via}`)" if via else "")
+            helper = value.python_function if hasattr(type(value), "python_function") else value
+            if isinstance(helper, types.FunctionType) and helper.__globals__ is scope:
+                todo.append((helper, via or helper.__name__))
+    return None
 
 
 def known_labs() -> list[str]:
@@ -491,6 +632,18 @@ def short(value: Any, limit: int = _SHORT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def listed(items: Sequence[Any]) -> str:
+    """``"1, 4 and 6"``."""
+    shown = [str(item) for item in items]
+    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else "".join(shown)
+
+
+def numbered(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``x[i] = [i, -i]`` and ``y[i] = i``: every example says which one it is."""
+    i = np.arange(size)
+    return np.stack([i, -i], axis=1).astype(np.float32), i.astype(np.int64)
+
+
 def _prefix(what: str | None) -> str:
     return f"for {what}: " if what else ""
 
@@ -498,6 +651,22 @@ def _prefix(what: str | None) -> str:
 def expected_got(expected: Any, got: Any, what: str | None = None) -> str:
     """``"for <what>: expected X, got Y"`` with both values shortened."""
     return f"{_prefix(what)}expected {short(expected)}, got {short(got)}"
+
+
+def expect_kind(
+    got: Any,
+    kind: type | tuple[type, ...],
+    described: str,
+    hint: str | None = None,
+    *,
+    size: int | None = None,
+    what: str | None = None,
+) -> Any:
+    """``got`` when it is a ``kind`` (of ``size`` items, when given), else :class:`Wrong`:
+    ``"[for <what>: ]expected <described>, got <got, shortened>"``."""
+    if not isinstance(got, kind) or (size is not None and len(got) != size):
+        raise Wrong(f"{_prefix(what)}expected {described}, got {short(got)}", hint)
+    return got
 
 
 def expect_equal(expected: Any, got: Any, *, what: str | None = None, hint: str | None = None):
@@ -564,6 +733,30 @@ def reason_key(reason: str, reasons: Mapping[str, str], where: str = "") -> str:
     return key
 
 
+@contextlib.contextmanager
+def full_float32():
+    """TensorFloat-32 off within the block: GPUs multiply float32 matrices in it by default
+    (about 3 significant digits), which alone would exceed a comparison's tolerance."""
+    import tensorflow as tf
+
+    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
+    tf.config.experimental.enable_tensor_float_32_execution(False)
+    try:
+        yield
+    finally:
+        tf.config.experimental.enable_tensor_float_32_execution(tf32)
+
+
+def default_device() -> str:
+    """Where TensorFlow puts an op or a variable when no device scope is open (short name)."""
+    import tensorflow as tf
+
+    from dtf.placement import short_device
+
+    with tf.device(None):  # no scope, whatever scope the caller opened
+        return short_device(tf.zeros(()).device)
+
+
 def device_names(setup_or_names: Any) -> list[str]:
     """The device names of a ``DeviceSetup`` (``devices.setup(...)``) or of a list."""
     names = getattr(setup_or_names, "names", setup_or_names)
@@ -579,7 +772,7 @@ def placement_table(value: Any):
         raise Wrong(
             f"expected the placement table (a DataFrame with op_type and device columns), "
             f"got {short(value)}",
-            "return `log.table` from `with placement.capture() as log:`",
+            "the placement table is the .table of the log that placement.capture() fills",
         )
     return table
 
