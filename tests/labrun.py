@@ -5,7 +5,8 @@ own xdist group, so that ``pytest -n N --dist loadgroup`` spreads the labs over 
 
 - :func:`check_solution`: the solution runs without error and every check prints "correct";
 - :func:`check_student_lab`: the student lab runs to the end and every check prints "not
-  attempted", with no traceback in any output.
+  attempted", with no traceback in any output;
+- neither shows a stderr box in any cell.
 
 Both also run every check cell a second time at the end, in the same kernel, and require
 the same output: re-running a check cell must give the same verdict. "At the end" means
@@ -106,6 +107,18 @@ def verdict_lines(text: str) -> dict[int, list[str]]:
     return lines
 
 
+def _assert_no_stderr(nb) -> None:
+    """No cell shows a stderr box (a warning, a log line), as JupyterLab's Run All would show
+    it: Lab 04's cluster cell showed an ``ExposureWarning`` before its Setup silenced it."""
+    boxes = [
+        f"cell {i}: {out.text[:300]}"
+        for i, cell in enumerate(nb.cells)
+        for out in cell.get("outputs", [])
+        if out.output_type == "stream" and out.name == "stderr"
+    ]
+    assert not boxes, "stderr output:\n" + "\n".join(boxes)
+
+
 def _assert_reruns_agree(reruns, tasks) -> None:
     assert len(reruns) == len(tasks), [c.source for c, _ in reruns]
     for first, again in reruns:
@@ -130,6 +143,7 @@ def check_solution(name: str, parameters: dict | None = None) -> None:
     assert "Traceback" not in text, text
     assert not any(o.output_type == "error" for c in nb.cells for o in c.get("outputs", []))
     assert f"lab{path.name[:2]}: {len(tasks)} of {len(tasks)} tasks correct" in text
+    _assert_no_stderr(nb)
     _assert_reruns_agree(reruns, tasks)
 
 
@@ -148,4 +162,5 @@ def check_student_lab(name: str) -> None:
     assert not any(o.output_type == "error" for c in code_cells for o in c.outputs)
     assert "Traceback" not in text and "NotImplementedError:" not in text, text
     assert f"lab{path.name[:2]}: 0 of {len(tasks)} tasks correct" in text
+    _assert_no_stderr(nb)
     _assert_reruns_agree(reruns, tasks)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dtf import checks
+from dtf import checks, masking
 from dtf.checks import lab01
 from tests.checks_worker import worker_fixture
 from tests.conftest import stub
@@ -47,15 +47,27 @@ def test_task1_right() -> None:
         ("2,3", {2: 2, 3: 3}, "start at 0"),
         ("1,0", {0: 0, 1: 1}, "order of the list"),
         ("0,2,-1,1", {0: 0, 1: 2, 2: 1}, "stops reading the list at the first invalid index"),
-        ("", {0: 0, 1: 1, 2: 2, 3: 3}, "hides every GPU"),
+        ("", {0: 0, 1: 1, 2: 2, 3: 3}, "is not the same as an unset one"),
     ],
 )
 def test_task1_wrong(mask, wrong, hint) -> None:
+    """A wrong mapping is named with the rule it misses, never with the right mapping
+    (issue 26: the verdict printed the expected value, the hint of '' the empty dict)."""
     verdict = lab01.task1(lambda: {**RIGHT_MAPPINGS, mask: wrong})
     assert verdict.status == checks.WRONG
-    assert f"for CUDA_VISIBLE_DEVICES={mask!r}: expected" in verdict.message
-    assert f"got {wrong!r}" in verdict.message
+    assert f"for CUDA_VISIBLE_DEVICES={mask!r}, your mapping {wrong!r}" in verdict.message
     assert hint in verdict.message
+    assert repr(RIGHT_MAPPINGS[mask]) not in verdict.message.replace(repr(wrong), "")
+    assert "expected" not in verdict.message
+
+
+def test_task1_refuses_the_course_s_own_mapping() -> None:
+    verdict = lab01.task1(
+        lambda: {m: masking.visible_mapping(m, 4) for m in lab01.MASKS}  # the reference
+    )
+    assert verdict.status == checks.WRONG
+    assert "calls `dtf.masking.visible_mapping`, the course's own code" in verdict.message
+    assert "write it yourself" in verdict.message
 
 
 def test_task1_malformed_and_missing() -> None:
@@ -432,7 +444,7 @@ def test_task4_wrong(tf_worker, answer, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, log, fragment",
     [
-        ("'AddV2'", "colleague_log", "expected a pair (op type, reason)"),
+        ("'AddV2'", "colleague_log", "expected a pair (op_type, key of REASONS)"),
         ("('AddV2', 3)", "colleague_log", "expected two strings"),
         ("('AddV2', 'soft')", "colleague_log", "'soft' is not one of the reasons"),
         ("('AddV2', 'missing-device')", "None", "expected the placement table"),
@@ -492,7 +504,7 @@ def test_task5_right_and_the_setting_is_restored(tf_worker) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("{True: True, False: True}", "soft placement on (raises?): expected False, got True"),
+        ("{True: True, False: True}", "your prediction for soft placement on is not what"),
         ("{'on': False, 'off': True}", "keys True and False"),
         ("{True: 'runs', False: 'raises'}", "expected True (it raises) or False"),
     ],
@@ -501,6 +513,8 @@ def test_task5_wrong(tf_worker, answer, fragment) -> None:
     outcome = tf_worker.run(SOFT.format(answer=answer))
     assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
     assert outcome.out["soft_placement_after"] is True
+    # What happened is the answer: neither the outcome nor the device it ran on is told.
+    assert "What happened" not in outcome.message and "ran on" not in outcome.message
 
 
 def test_task5_missing(tf_worker) -> None:

@@ -66,8 +66,18 @@ def split_right(x, y, n):
             ["raised TypeError: uneven instead of ValueError"],
         ),
         (STUB + "verdict = checks.lab02.task1(stub)", "not attempted", []),
+        (
+            "verdict = checks.lab02.task1(towers.split_batch)",
+            "wrong",
+            ["is `dtf.towers.split_batch`, the course's own code", "write it yourself"],
+        ),
+        (
+            "verdict = checks.lab02.task1(lambda x, y, n: towers.split_batch(x, y, n))",
+            "wrong",
+            ["calls `dtf.towers.split_batch`, the course's own code"],
+        ),
     ],
-    ids=["right", "numpy", "uneven", "strided", "count", "type-error", "stub"],
+    ids=["right", "numpy", "uneven", "strided", "count", "type-error", "stub", "ref", "ref-call"],
 )
 def test_task1(tf_worker, code, status, fragments) -> None:
     outcome = tf_worker.run(code)
@@ -92,8 +102,9 @@ def test_task1(tf_worker, code, status, fragments) -> None:
             ["expected a list of 2 gradients (one per variable), got a list of 4"],
         ),
         ("stub", "not attempted", []),
+        ("lambda tg: towers.average_gradients(tg)", "wrong", ["`dtf.towers.average_gradients`"]),
     ],
-    ids=["right", "numpy", "sum", "first-tower", "flat", "stub"],
+    ids=["right", "numpy", "sum", "first-tower", "flat", "stub", "reference"],
 )
 def test_task2(tf_worker, answer, status, fragments) -> None:
     outcome = tf_worker.run(STUB + f"verdict = checks.lab02.task2({answer})")
@@ -107,12 +118,14 @@ def test_task2(tf_worker, answer, status, fragments) -> None:
 #: A tower step with switches for the usual mistakes; ``out["hidden"]`` records the width
 #: of the hidden layer each call saw.
 MAKE_STEP = """
-def make_step(on_devices=True, average=True, apply=True, tape_records=True):
+def make_step(on_devices=True, average=True, apply=True, tape_records=True, split=True,
+              update_on="/device:CPU:0"):
     def step(params, x, y, devs, lr):
         out.setdefault("hidden", []).append(int(params["biases_1"].shape[0]))
         variables = list(params.values())
         grads = []
-        for d, (x_i, y_i) in zip(devs, towers.split_batch(x, y, len(devs))):
+        shards = zip(tf.split(x, len(devs)), tf.split(y, len(devs))) if split else [(x, y)] * 2
+        for d, (x_i, y_i) in zip(devs, shards):
             with tf.device(d if on_devices else None):
                 if tape_records:
                     with tf.GradientTape() as tape:
@@ -122,8 +135,9 @@ def make_step(on_devices=True, average=True, apply=True, tape_records=True):
                     with tf.GradientTape() as tape:
                         pass
                 grads.append(tape.gradient(loss, variables))
-        with tf.device("/device:CPU:0"):
-            for g, v in zip(towers.average_gradients(grads), variables):
+        with tf.device(devs[-1] if update_on == "last" else update_on):
+            averaged = [tf.add_n(list(g)) / len(g) for g in zip(*grads)]
+            for g, v in zip(averaged, variables):
                 if apply:
                     v.assign_sub(lr * g * (1 if average else len(devs)))
     return step
@@ -166,7 +180,66 @@ def test_task3_one_device_is_wrong(tf_worker) -> None:
     outcome = tf_worker.run(task3("tf.function(make_step(on_devices=False))"))
     assert outcome.status == "wrong"
     assert "the weights are right, but no MatMul ran on CPU:1" in outcome.message
-    assert "with tf.device(devices[i])" in outcome.message
+    assert "belong on devices[i]" in outcome.message
+
+
+@pytest.mark.parametrize("wrap", ["make_step(split=False)", "tf.function(make_step(split=False))"])
+def test_task3_towers_on_the_whole_batch_are_wrong(tf_worker, wrap) -> None:
+    """Every tower on the whole global batch averages to the right weights: accepted before
+    issue 26; each tower's loss must see its shard."""
+    outcome = tf_worker.run(task3(wrap))
+    assert outcome.status == "wrong", outcome.message
+    assert "a tower's loss was computed on 32 examples (the whole global batch)" in outcome.message
+    assert "not on its shard of 16" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "wrap", ["make_step(update_on='last')", "tf.function(make_step(update_on='last'))"]
+)
+def test_task3_averaging_on_the_last_device_is_wrong(tf_worker, wrap) -> None:
+    """Right weights, gradients averaged and applied on the last tower's device instead of
+    /device:CPU:0: accepted before issue 26; the placement log after the towers tells."""
+    outcome = tf_worker.run(task3(wrap))
+    assert outcome.status == "wrong", outcome.message
+    assert "averaged or applied on CPU:1, not on /device:CPU:0" in outcome.message
+
+
+def test_task3_the_task_s_loss_is_required(tf_worker) -> None:
+    outcome = tf_worker.run(
+        MAKE_STEP.replace(
+            "checks.lab02.loss(",
+            "tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=",
+        ).replace(", towers.mlp_logits(params, x_i))", ", logits=towers.mlp_logits(params, x_i)))")
+        + "verdict = checks.lab02.task3(make_step(), setup)\n"
+    )
+    assert outcome.status == "wrong", outcome.message
+    assert "never called checks.lab02.loss" in outcome.message
+
+
+@pytest.mark.parametrize(
+    "answer, reference",
+    [
+        (
+            "lambda p, x, y, d, lr: towers.make_tower_train_step(None, [], None, None, d)",
+            "make_tower_train_step",
+        ),
+        (
+            "lambda p, x, y, d, lr: towers.average_gradients([towers.split_batch(x, y, 2)])",
+            "average_gradients",
+        ),
+        ("helper_step", "split_batch` (through `helper`"),
+    ],
+    ids=["step", "average", "through-a-helper"],
+)
+def test_task3_refuses_the_course_s_towers(tf_worker, answer, reference) -> None:
+    outcome = tf_worker.run(
+        "def helper(x, y, n):\n    return towers.split_batch(x, y, n)\n"
+        "def helper_step(params, x, y, devs, lr):\n    helper(x, y, len(devs))\n"
+        f"verdict = checks.lab02.task3({answer}, setup)"
+    )
+    assert outcome.status == "wrong", outcome.message
+    assert reference in outcome.message and "the course's own code" in outcome.message
+    assert "write it yourself" in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -177,7 +250,7 @@ def test_task3_names_summed_gradients(tf_worker, wrap) -> None:
     assert outcome.status == "wrong"
     assert "training with the sum of the 2 towers' gradients" in outcome.message
     assert "a step 2 times too large" in outcome.message
-    assert "Hint: Average the gradients" in outcome.message
+    assert "Hint: Each tower's gradient is already that of a mean loss" in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -190,7 +263,7 @@ def test_task3_names_none_gradients(tf_worker, wrap) -> None:
         "tape.gradient returned None instead of a gradient for weights_1, biases_1, "
         "weights_2, biases_2" in outcome.message
     )
-    assert "Hint: Compute the loss inside `with tf.GradientTape() as tape:`" in outcome.message
+    assert "Hint: Look at where each tower's logits and loss are computed" in outcome.message
 
 
 def test_task3_none_gradients_that_were_skipped(tf_worker) -> None:
@@ -355,7 +428,7 @@ def test_task4_wrong(tf_worker, change, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("['A']", "expected a dict {step: diagnosis}"),
+        ("['A']", "expected a dict {step: key of DIAGNOSES}"),
         ({"A": "right"}, "there is no diagnosis for step B"),
         ({**DIAGNOSIS, "C": "broken"}, "for step C: 'broken' is not one of the diagnoses"),
         ({**DIAGNOSIS, "C": 3}, "for step C: 3 is not one of the diagnoses"),

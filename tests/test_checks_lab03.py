@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import os
 
+import nbformat
 import pytest
 
 from dtf import checks
 from dtf.checks import lab03
 from tests.checks_worker import worker_fixture
+from tests.conftest import ROOT
 
 tf_worker = worker_fixture(num_devices=2)
 
@@ -24,6 +26,7 @@ STUB = "def stub(*args):\n    raise NotImplementedError\n"
 
 
 LAB_NOTEBOOK = "03_parallelism_memory_lab.ipynb"
+SOLUTION_LAB = ROOT / "labs" / "solutions" / LAB_NOTEBOOK
 
 pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
 
@@ -185,8 +188,8 @@ def test_task1_one_device_uses_it_twice(tf_worker) -> None:
             {"build": "devices", "run": "reversed"},
             ["for the devices of the MatMuls, in order: expected 'CPU:0, CPU:1', got 'CPU:1, "],
         ),
-        ({"capture": False}, ["your placement table has no MatMul", "placement.capture()"]),
-        ({"shift": 1.0}, ["for the logits: expected", "layer 1 applied to the output of layer 0"]),
+        ({"capture": False}, ["your placement table has no MatMul", "the capture in which both"]),
+        ({"shift": 1.0}, ["for the logits: expected", "x through layer 0, then through layer 1"]),
     ],
     ids=["built-outside", "built-swapped", "run-outside", "run-reversed", "no-log", "logits"],
 )
@@ -218,7 +221,7 @@ def test_task1_wrong(tf_worker, switches, fragments) -> None:
             [
                 "with devices = ['CPU:1', 'CPU:0']: the MatMuls ran on CPU:0 only, although "
                 "layer 0's weights live on CPU:1",
-                "call layer 0 inside `with tf.device(devices[0]):` too",
+                "look at the scope in effect where layer 0 is called",
             ],
         ),
     ],
@@ -249,7 +252,7 @@ def test_task1_refuses_probabilities_as_logits(tf_worker, switches) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda x, devs: (None, x)", "expected a triple (layers, logits, placement table)"),
+        ("lambda x, devs: (None, x)", "expected (layers, logits, table)"),
         ("lambda x, devs: ([1, 2, 3], x, None)", "expected the 2 layers"),
         ("lambda x, devs: ([1, 2], x, None)", "layer 0 is not a Keras layer"),
         ("[]", "expected a function"),
@@ -317,8 +320,8 @@ def test_task2_other_right_answers(tf_worker, answer) -> None:
             "lambda s, d: {k: sum(right(s, d).values()) for k in d}",
             "the whole model on every device, as in data parallelism",
         ),
-        ("lambda s, d: {d[0]: sum(right(s, d).values())}", "added to the entry of layer_devices"),
-        ("_overwrites", "added to the entry of layer_devices"),
+        ("lambda s, d: {d[0]: sum(right(s, d).values())}", "for that device"),
+        ("_overwrites", "for that device"),
     ],
     ids=[
         "parameters",
@@ -472,6 +475,28 @@ def test_task3_right_against_a_real_process() -> None:
         "Task 3: correct. All 8 predictions match a fresh TensorFlow process: calls 1, 2, 4, "
         "7 and 8 raised, the others did not."
     )
+
+
+@pytest.mark.slow
+def test_task3_the_type_rule_the_task_states_holds(measured) -> None:
+    """Notebook 05 does not show the type ``get_memory_info`` raises on a CPU; the task text
+    states the rule the types follow, which holds for every call of the script (issue 26)."""
+    text = "\n".join(c.source for c in nbformat.read(SOLUTION_LAB, as_version=4).cells)
+    assert "`ValueError` for a setting a device\n  cannot take or a figure it cannot give" in text
+    for number, outcome in measured.items():
+        if outcome is not None:
+            late = lab03.reason_of(outcome[1]) == "initialised"
+            assert outcome[0] == ("RuntimeError" if late else "ValueError"), (number, outcome)
+
+
+def test_task3_and_4_refuse_the_checker_s_own_code() -> None:
+    """The checker's measurement and layout search are its reference: calling them is refused
+    before anything runs (no child process is started)."""
+    verdict = lab03.task3(lambda: {n: o for n, o in lab03.measure().items()})
+    assert verdict.status == checks.WRONG
+    assert "calls `dtf.checks.lab03.measure`, the course's own code" in verdict.message
+    verdict = lab03.task4(lambda: {"A": [0] * lab03.fewest_devices([1])}, ["/device:CPU:0"])
+    assert "calls `dtf.checks.lab03.fewest_devices`" in verdict.message
 
 
 def test_task3_a_hanging_process_is_reported_not_raised(monkeypatch) -> None:
@@ -684,11 +709,11 @@ def test_task4_numpy_device_numbers(tf_worker) -> None:
         ),
         (
             {"A": [0, 1, 1, 1]},
-            ["device 1 would hold 2,146,464 bytes", "move a layer to the next device"],
+            ["device 1 would hold 2,146,464 bytes", "no device holds more than the budget"],
         ),
         (
             {"A": [0, 1, 2, 3]},
-            ["network A fits on your 4 devices, but fewer devices are enough", "Fill each device"],
+            ["network A fits on your 4 devices, but fewer devices are enough", "leaves unused"],
         ),
         ({"A": None}, ["network A can be trained on these 4 devices"]),
         ({"B": [0, 0, 0, 1, 1, 2]}, ["for network B: device 0 would hold 1,609,600 bytes"]),
@@ -697,7 +722,7 @@ def test_task4_numpy_device_numbers(tf_worker) -> None:
             {"C": [0, 1]},
             [
                 "for network C: device 0 would hold 8,404,992 bytes",
-                "if a single layer is over the budget, no layout fits",
+                "no device holds more than the budget",
             ],
         ),
         ({"D": [0, 1, 2, 3, 4]}, ["for network D: there is no device 4: the machine has 4"]),

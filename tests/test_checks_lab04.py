@@ -127,7 +127,7 @@ def test_task1_right(tf_worker) -> None:
     assert first.message == (
         "Task 1: correct. TensorFlow reads the expected jobs, tasks and addresses from your "
         "ClusterSpec in 3 layouts; yours has the tasks /job:ps/task:0, /job:worker/task:0, "
-        "/job:worker/task:1, all on loopback."
+        "/job:worker/task:1, all on 127.0.0.1."
     )
     assert tf_worker.run(spec_case("right")).message == first.message  # again: the same verdict
 
@@ -136,29 +136,41 @@ def test_task1_right(tf_worker) -> None:
 def test_task1_other_worker_counts(tf_worker, num_workers) -> None:
     outcome = tf_worker.run(spec_case("right", num_workers))
     assert outcome.status == "correct", outcome.message
-    assert f"/job:worker/task:{num_workers - 1}, all on loopback" in outcome.message
+    assert f"/job:worker/task:{num_workers - 1}, all on 127.0.0.1" in outcome.message
 
 
 @pytest.mark.parametrize(
     "answer",
     [
-        "lambda n, p: right(n, p, host='localhost')",
-        "lambda n, p: right(n, p, host='[::1]')",
         "lambda n, p: spec({k: tuple(v) for k, v in right_dict(n, p).items()})",
         "lambda n, p: spec({'worker': right_dict(n, p)['worker'], 'ps': right_dict(n, p)['ps']})",
         "lambda n, p: spec(spec(right_dict(n, p)))",
     ],
-    ids=["localhost", "ipv6-loopback", "tuples", "jobs-in-another-order", "spec-of-a-spec"],
+    ids=["tuples", "jobs-in-another-order", "spec-of-a-spec"],
 )
 def test_task1_other_right_answers(tf_worker, answer) -> None:
     outcome = tf_worker.run(spec_case(answer))
     assert outcome.status == "correct", outcome.message
 
 
+@pytest.mark.parametrize("host", ["localhost", "[::1]", "127.0.0.2"])
+def test_task1_another_loopback_name_is_refused(tf_worker, host) -> None:
+    """The task names 127.0.0.1; localhost was accepted before issue 26."""
+    outcome = tf_worker.run(spec_case(f"lambda n, p: right(n, p, host={host!r})"))
+    assert outcome.status == "wrong", outcome.message
+    assert "a loopback address, but not the one the task names" in outcome.message
+
+
+def test_task1_refuses_the_checker_s_expected_spec(tf_worker) -> None:
+    outcome = tf_worker.run(spec_case("lambda n, p: spec(checks.lab04.expected_spec(n, p))"))
+    assert outcome.status == "wrong", outcome.message
+    assert "calls `dtf.checks.lab04.expected_spec`, the course's own code" in outcome.message
+
+
 @pytest.mark.parametrize(
     "answer, fragments",
     [
-        ("right_dict", ["expected a tf.train.ClusterSpec, got a dict", "tf.train.ClusterSpec("]),
+        ("right_dict", ["expected a tf.train.ClusterSpec, got a dict", "ClusterSpec built from"]),
         (
             "lambda n, p: right(n, p, jobs=('ps', 'workers'))",
             ["the jobs: expected ['ps', 'worker'], got ['ps', 'workers']", "did you mean 'worker'"],
@@ -188,12 +200,15 @@ def test_task1_other_right_answers(tf_worker, answer) -> None:
         (
             "lambda n, p: spec({'ps': [f'127.0.0.1:{p[n]}'], "
             "'worker': [f'127.0.0.1:{q}' for q in p[:n]]})",
-            ["the ps task takes the first port, ports[0]"],
+            ["your ps took the last port and the workers the first ones"],
         ),
         (
             "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
             "'worker': [f'127.0.0.1:{q}' for q in sorted(p[1:])]})",
-            ["for 3 workers and ports [7001, 7000, 7003, 7002]", "keep the order of `ports`"],
+            [
+                "for 3 workers and ports [7001, 7000, 7003, 7002]: the ports are not where",
+                "are yours in the order of `ports`?",
+            ],
         ),
         (
             "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
@@ -216,7 +231,7 @@ def test_task1_other_right_answers(tf_worker, answer) -> None:
             "lambda n, p: spec({'worker': right_dict(n, p)['worker']})",
             ["the jobs: expected ['ps', 'worker'], got ['worker']"],
         ),
-        ("lambda n, p: json.dumps(right_dict(n, p))", ["got the text", "json.loads"]),
+        ("lambda n, p: json.dumps(right_dict(n, p))", ["got the text", "not from text"]),
         (
             "lambda n, p: list(right_dict(n, p).values())",
             ["expected a tf.train.ClusterSpec, got"],
@@ -248,6 +263,7 @@ def test_task1_wrong(tf_worker, answer, fragments) -> None:
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment.lower() in outcome.message.lower(), outcome.message
+    assert "{'ps':" not in outcome.message  # the expected spec, shown before issue 26
 
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
@@ -266,7 +282,7 @@ import contextlib
 
 
 def make_stages(where=(0, 1), relu_late=False, capture=True, shift=0.0, function=False,
-                numpy=False, relu=tf.nn.relu):
+                numpy=False, relu=tf.nn.relu, stage2_numpy=False):
     def scope(workers, k):
         return tf.device(workers[k]) if k is not None else contextlib.nullcontext()
 
@@ -278,6 +294,8 @@ def make_stages(where=(0, 1), relu_late=False, capture=True, shift=0.0, function
         with scope(workers, where[1]):
             if relu_late:
                 h = relu(h)
+            if stage2_numpy:  # stage 2 outside TensorFlow: no op, no log line
+                return tf.constant(h.numpy() @ w2.numpy())
             return tf.matmul(h, w2)
 
     def two_stages(x, w1, w2, workers):
@@ -346,7 +364,7 @@ def test_task2_one_worker_uses_it_twice(lab_one) -> None:
     [
         (
             {"where": (None, None)},
-            ["ran on /job:host/task:0, this notebook's own process", "with tf.device(workers[0])"],
+            ["ran on /job:host/task:0, this notebook's own process", "where each stage runs"],
         ),
         (
             {"where": (0, 0)},
@@ -363,16 +381,22 @@ def test_task2_one_worker_uses_it_twice(lab_one) -> None:
             {"relu_late": True},
             ["for the task of the Relu: expected '/job:worker/task:0'", "part of stage 1"],
         ),
-        ({"capture": False}, ["your placement table has no MatMul", "placement.capture()"]),
-        ({"shift": 1.0}, ["for y: expected", "y = tf.matmul(h, w2)"]),
+        ({"capture": False}, ["your placement table has no MatMul", "both stages ran"]),
+        ({"shift": 1.0}, ["for y: expected", "the ReLU belongs to stage 1"]),
+        (
+            {"stage2_numpy": True},
+            ["shows one MatMul, on /job:worker/task:0: the other stage did not run as a Tens"],
+        ),
     ],
-    ids=["no-scopes", "one-worker", "reversed", "relu-late", "no-log", "value"],
+    ids=["no-scopes", "one-worker", "reversed", "relu-late", "no-log", "value", "numpy-stage"],
 )
 def test_task2_wrong(lab, switches, fragments) -> None:
     outcome = lab.run(stages_case(**switches))
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment.lower() in outcome.message.lower(), outcome.message
+    if "stage2_numpy" in switches:  # said "both MatMuls ran on worker 0" before issue 26
+        assert "both MatMuls" not in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -799,6 +823,6 @@ def test_task4_wrong(lab, changes, fragments) -> None:
 
 def test_task4_malformed_and_not_attempted(lab) -> None:
     outcome = lab.run("verdict = checks.lab04.task4(lambda: ['correct'], cluster)")
-    assert outcome.status == "wrong" and "expected a dict {case: diagnosis}" in outcome.message
+    assert outcome.status == "wrong" and "a dict {case: key of DIAGNOSES}" in outcome.message
     outcome = lab.run(STUB + "verdict = checks.lab04.task4(stub, cluster)")
     assert outcome.status == "not attempted", outcome.message

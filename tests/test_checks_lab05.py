@@ -302,11 +302,15 @@ def test_task1_right(tf_worker) -> None:
     assert tf_worker.run(task1()).message == first.message  # again: the same verdict
 
 
-@pytest.mark.parametrize(
-    "switches", [{"shuffle": True}, {"from_function": True}], ids=["shuffled", "from-function"]
-)
-def test_task1_other_right_answers(tf_worker, switches) -> None:
-    assert_verdict(tf_worker.run(task1(**switches)), "correct")
+def test_task1_other_right_answers(tf_worker) -> None:
+    assert_verdict(tf_worker.run(task1(from_function=True)), "correct")
+
+
+def test_task1_shuffled_batches_are_wrong(tf_worker) -> None:
+    """The task asks for the examples in order (tasks 4 and 5 compare with one device on the
+    same batches): shuffled batches were accepted before issue 26."""
+    outcome = tf_worker.run(task1(shuffle=True))
+    assert_verdict(outcome, "wrong", ["in another order than (x, y) holds them", "no shuffle"])
 
 
 @pytest.mark.parametrize(
@@ -317,24 +321,24 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
             [
                 "you returned a tf.data.Dataset, not a distributed one",
                 "every replica whole",
-                "strategy.experimental_distribute_dataset(dataset)",
+                "the strategy makes one from a dataset",
             ],
         ),
         (
             {"drop": False},
             [
                 "the last global batch holds only 3 examples, and the replicas get 2, 1 of them",
-                "drop_remainder=True",
+                "batch() can leave the smaller last one out",
             ],
         ),
         (
             {"batch": "per-replica"},
             [
                 "each global batch holds 3 examples, which the 2 replicas share as 2, 1",
-                "per_replica_batch * strategy.num_replicas_in_sync (here 6)",
+                "per_replica_batch is what each replica gets",
             ],
         ),
-        ({"repeat": True}, ["examples seen twice", "no repeat()"]),
+        ({"repeat": True}, ["examples seen twice", "one pass over the data"]),
         ({"iterator": True}, ["an iterator over the distributed dataset"]),
         ({"split": True}, ["the labels no longer belong to their examples"]),
     ],
@@ -407,7 +411,7 @@ def test_task2_other_right_answers(tf_worker, kind) -> None:
                 "replica 0 of 4, with 3 of a global batch of 12",
                 "the mean over this replica's 3 examples only",
                 "4 times the mean loss of the global batch",
-                "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)",
+                "the text of Task 2 names TensorFlow's function for it",
             ],
         ),
         ("no-global", ["the mean over this replica's 3 examples only"]),
@@ -424,7 +428,7 @@ def test_task2_other_right_answers(tf_worker, kind) -> None:
             ["replica 0 of 4, with 3 of a global batch of 10", "divided by the number of replicas"],
         ),
         ("sum", ["that is the sum of the losses"]),
-        ("probabilities", ["taken for probabilities", "from_logits=True"]),
+        ("probabilities", ["taken for probabilities", "tell the loss so"]),
         ("vector", ["expected one number, got shape (3,)"]),
     ],
     ids=["mean", "no-global", "mean-over-4", "nan-safe", "sum", "probabilities", "vector"],
@@ -512,7 +516,7 @@ def test_task3_right(tf_worker) -> None:
         ),
         (
             {"model_in": False},
-            ["colocate_vars_with", "create the model inside `with strategy.scope():` too"],
+            ["colocate_vars_with", "where was the model created?"],
         ),
         (
             {"opt_in": False, "build": "out"},
@@ -523,18 +527,18 @@ def test_task3_right(tf_worker) -> None:
             ],
         ),
         ({"opt_in": False}, ["Mixing different tf.distribute.Strategy objects", "belongs to"]),
-        ({"build": "out"}, ['Need to be inside "with strategy.scope()"', "inside the `with"]),
+        ({"build": "out"}, ['Need to be inside "with strategy.scope()"', "where was it built?"]),
         (
             {"build": None},
             [
                 "the optimizer is not built",
                 "You must feed a value for placeholder tensor",
-                "optimizer.build(model.trainable_variables)",
+                "the task says when and where that must happen",
             ],
         ),
         ({"swap": True}, ["you returned (optimizer, model)"]),
         ({"optimizer": "adam"}, ["for the optimizer (type, learning rate, momentum)"]),
-        ({"no_input": True}, ["the model has no variables yet", "make_model()"]),
+        ({"no_input": True}, ["the model has no variables yet", "the lab's network"]),
     ],
     ids=[
         "all-outside",
@@ -610,9 +614,10 @@ for i in range(3):
     assert f"(losses {shown};" in outcome.message
 
 
-def test_task4_eager_step_is_right_with_a_note(tf_worker) -> None:
+def test_task4_a_step_that_is_no_tf_function_is_wrong(tf_worker) -> None:
+    """The task requires a tf.function: a plain function was "correct" before issue 26."""
     outcome = tf_worker.run(task4(function=False))
-    assert_verdict(outcome, "correct", ["train_step is not a tf.function", "@tf.function"])
+    assert_verdict(outcome, "wrong", ["train_step is a plain Python function", "not a tf.fun"])
 
 
 @pytest.mark.parametrize(
@@ -624,19 +629,19 @@ def test_task4_eager_step_is_right_with_a_note(tf_worker) -> None:
                 "the weights after 3 steps are those of single-device training with steps 2 "
                 "times too large",
                 "each replica's loss was the mean over its own shard",
-                "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)",
+                "as your replica_loss (Task 2) does",
             ],
         ),
         (
             {"loss": "mean", "reduce": "MEAN"},
-            ["steps 2 times too large", "compute_average_loss"],
+            ["steps 2 times too large", "replica_loss"],
         ),
         (
             {"reduce": "MEAN"},
             [
                 "the weights are right, but the loss is 2 times too small",
                 "ReduceOp.MEAN averaged the replicas' losses",
-                "strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)",
+                "which ReduceOp turns the shares into the whole?",
             ],
         ),
         (
@@ -644,15 +649,15 @@ def test_task4_eager_step_is_right_with_a_note(tf_worker) -> None:
             [
                 "your step never ran the model inside strategy.run",
                 "one device computes the whole global batch",
-                "strategy.run(step_fn, args=(batch,))",
+                "the function that strategy.run runs on every replica",
             ],
         ),
-        ({"apply": False}, ["the weights are still the initial ones", "apply_gradients"]),
+        ({"apply": False}, ["the weights are still the initial ones", "apply the gradients"]),
         (
             {"result": "per-replica"},
-            ["returned the replicas' losses, one per replica", "strategy.reduce("],
+            ["returned the replicas' losses, one per replica", "choose its ReduceOp"],
         ),
-        ({"result": "none"}, ["returned None", "strategy.reduce("]),
+        ({"result": "none"}, ["returned None", "the loss of the global batch, one number"]),
     ],
     ids=[
         "mean-loss",
@@ -665,7 +670,11 @@ def test_task4_eager_step_is_right_with_a_note(tf_worker) -> None:
     ],
 )
 def test_task4_wrong(tf_worker, switches, fragments) -> None:
-    assert_verdict(tf_worker.run(task4(**switches)), "wrong", fragments)
+    outcome = tf_worker.run(task4(**switches))
+    assert_verdict(outcome, "wrong", fragments)
+    hint = outcome.message.split("Hint:")[-1]  # names the mistake, not the code of the fix
+    for code in ("ReduceOp.SUM", "compute_average_loss(", "strategy.run(step_fn", "zip(grads"):
+        assert code not in hint, outcome.message
 
 
 def test_task4_names_an_unfinished_task2(tf_worker) -> None:
@@ -697,7 +706,8 @@ verdict = checks.lab05.task4(make_train_step, strategy)
 
 def test_task4_a_step_that_raises(tf_worker) -> None:
     outcome = tf_worker.run(
-        "verdict = checks.lab05.task4(lambda s, m, o, g: (lambda batch: 1 / 0), strategy)"
+        "verdict = checks.lab05.task4(lambda s, m, o, g: tf.function(lambda batch: 1 / 0), "
+        "strategy)"
     )
     assert_verdict(outcome, "wrong", ["raised ZeroDivisionError"])
 
@@ -754,7 +764,7 @@ def test_task5_right(tf_worker) -> None:
 @pytest.mark.parametrize(
     "switches, fragments",
     [
-        ({"loss": "mean"}, ["for the losses: expected", "the checks of tasks 1 to 4"]),
+        ({"loss": "mean"}, ["for the losses: expected", "their checks say which piece is wrong"]),
         (
             {"drop": False},
             ["for the number of steps of one epoch (1437 // 32): expected 44, got 45"],
@@ -862,6 +872,39 @@ def test_task6_malformed_and_not_attempted() -> None:
         assert verdict.status == "wrong" and fragment in verdict.message, verdict.message
 
 
+def test_task6_shows_even_enough_to_the_learner() -> None:
+    """The goal names EVEN_ENOUGH: the task text and the cell's output give its value (it was
+    used but never shown before issue 26)."""
+    import nbformat
+
+    from dtf.checks import lab05
+    from tests.conftest import ROOT
+
+    nb = nbformat.read(ROOT / "labs" / "solutions" / "05_mirrored_step_lab.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert f"`EVEN_ENOUGH` = {lab05.EVEN_ENOUGH:g} times the smallest" in " ".join(text.split())
+    assert 'print(f"EVEN_ENOUGH = {EVEN_ENOUGH}")' in text
+
+
+def test_tasks_4_6_and_7_refuse_the_course_s_own_code() -> None:
+    """Answers that hand the task to the course's reference are refused before they run."""
+    from dtf.checks import lab05
+
+    verdict = lab05.task7(lambda logdir: lab05.trace_bottleneck(logdir), "/no/trace")
+    assert "calls `dtf.checks.lab05.trace_bottleneck`, the course's own code" in verdict.message
+    verdict = lab05.task6(lambda: {k: lab05.policy_outcome(k, "DATA") for k in "abcde"})
+    assert "calls `dtf.checks.lab05.policy_outcome`" in verdict.message
+
+    def make_train_step(strategy, model, optimizer, global_batch):
+        from dtf import multiworker
+
+        return multiworker.make_train_step(strategy, model, optimizer, global_batch)
+
+    verdict = lab05.task4(make_train_step, None)
+    assert verdict.status == "wrong", verdict.message
+    assert "calls `dtf.multiworker.make_train_step`" in verdict.message
+
+
 def test_task6_rules_follow_the_measured_file_split() -> None:
     """FILE gives file i to worker i mod N (notebook 11d): the shares the rules use."""
     from dtf.checks import lab05
@@ -934,8 +977,8 @@ def test_task7_judge_accepts_the_traces_answer() -> None:
             ["communication is 5%", "the largest share of the traced steps' total time"],
         ),
         (("input", 12.0), None, ["your share of input, 12.000", "between 0 and 1"]),
-        (("input", 0.7), None, ["share in one step; take every traced step"]),  # step 0: 7/10
-        (("input", 0.45), None, ["divided by the sum of the steps' step_ms"]),
+        (("input", 0.7), None, ["share in one step; the task asks for"]),  # step 0: 7/10
+        (("input", 0.45), None, ["look at how you add up the steps, and what you divide by"]),
         ("input", None, ["expected a pair (kind, share)"]),
         (("bandwidth", 0.6), None, ["expected a kind of time, got 'bandwidth'"]),
         (("input", "most"), None, ["expected the share as a number"]),

@@ -194,7 +194,7 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
             [
                 "for the lab's cluster of 2 workers: worker 1 would save into the real folder",
                 "overwrite each other's",
-                "a folder of its own inside base",
+                "a folder of its own, inside base",
             ],
         ),
         (
@@ -218,13 +218,13 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
             [
                 "a cluster with a 'chief' job and 2 workers: worker 0 and worker 1 would both "
                 "save into base/tmp",
-                "the task's type and index",
+                "what tells two tasks apart belongs in the folder's name",
                 "saving may run collective ops",
                 "only the chief's folder",
             ],
         ),
         ({"others": "outside"}, ["worker 1 would save into base/../worker-1, outside base"]),
-        ({"others": "relative"}, ["'worker-1-tmp' is a relative path", "build every folder"]),
+        ({"others": "relative"}, ["'worker-1-tmp' is a relative path", "a folder inside it"]),
         (
             {"none": "crash"},
             [
@@ -244,13 +244,13 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
             {"restore": "none"},
             [
                 "for the lab's cluster of 2 workers, started again: worker 0 restored nothing",
-                "tf.train.latest_checkpoint(base)",
+                "TensorFlow can tell you its path",
             ],
         ),
         ({"restore": "assert"}, ["for worker 0 of the lab's cluster of 2 workers", "raised"]),
         (
             {"returns": "folder"},
-            ["expected a tf.train.CheckpointManager, got", "tf.train.CheckpointManager("],
+            ["expected a tf.train.CheckpointManager, got", "every task gets a tf.train.Checkp"],
         ),
         (
             {"returns": "chief-only"},
@@ -432,7 +432,7 @@ def test_task2_really_runs_and_kills_the_workers(lab) -> None:
         ),
         (
             {"failed": "nonzero"},
-            ["exited with code 1 after reporting UnavailableError", "returncode < 0"],
+            ["exited with code 1 after reporting UnavailableError", "each result's returncode"],
         ),
         (
             {"failed": "single"},
@@ -445,7 +445,7 @@ def test_task2_really_runs_and_kills_the_workers(lab) -> None:
         ({"failed": "hardcoded"}, ["raised TypeError", "WorkerResult"]),
         (
             {"noticed": "stamp"},
-            ["for worker 1 of", "the stamp of its error", "result.error['t'] - killed_at"],
+            ["for worker 1 of", "the stamp of its error", "seconds from the kill, not a moment"],
         ),
         ({"noticed": "now"}, ["measured up to when your function ran (about 100 s"]),
         ({"noticed": "wall-clock"}, ["time.time()", "another clock"]),
@@ -502,8 +502,6 @@ def make_resumed(how="skip", shift=0, seed_shift=0, repeat=True, batch=None):
     def resumed_batches(x, y, global_batch, seed, restored_step):
         g = batch or global_batch
         skip = restored_step + shift
-        if how == "library":
-            return multiworker.global_batches(x, y, g, seed, skip=skip)
         if how == "split":
             xs = tf.data.Dataset.from_tensor_slices(x).shuffle(len(x), seed=1)
             ds = tf.data.Dataset.zip((xs, tf.data.Dataset.from_tensor_slices(y)))
@@ -554,15 +552,27 @@ def test_task3_right(tf_worker) -> None:
 @pytest.mark.parametrize(
     "switches",
     [
-        {"how": "library"},
         {"how": "examples"},
         {"restored": 0, "steps": 5},
         {"global_batch": 48, "restored": 7},
     ],
-    ids=["global-batches", "skip-examples-before-batch", "from-step-0", "a-stream-case"],
+    ids=["skip-examples-before-batch", "from-step-0", "a-stream-case"],
 )
 def test_task3_other_right_answers(tf_worker, switches) -> None:
     assert_verdict(tf_worker.run(task3(**switches)), "correct")
+
+
+def test_task3_the_course_s_own_skip_is_refused(tf_worker) -> None:
+    """``multiworker.global_batches(..., skip=...)`` does the task: accepted before issue 26.
+    The same stream without its skip argument, skipped by the answer, is the solution."""
+    for call in ("global_batches(x, y, g, seed, skip=r)", "global_batches(x, y, g, seed, r)"):
+        outcome = tf_worker.run(
+            f"def resumed_batches(x, y, g, seed, r):\n    return multiworker.{call}\n"
+            "verdict = checks.lab06.task3(resumed_batches, 64, 20, 40)\n"
+        )
+        assert_verdict(
+            outcome, "wrong", ["calls `dtf.multiworker.global_batches` with `skip`", "yourself"]
+        )
 
 
 @pytest.mark.parametrize(
@@ -574,7 +584,7 @@ def test_task3_other_right_answers(tf_worker, switches) -> None:
                 "for a global batch of 64 resumed after step 20: your stream starts with the "
                 "first batch of the run again",
                 "steps 21, 22, ... on batches 1, 2, ... a second time",
-                ".skip(restored_step)",
+                "must leave out the batches the restored steps trained on",
             ],
         ),
         (
@@ -596,12 +606,15 @@ def test_task3_other_right_answers(tf_worker, switches) -> None:
         ),
         (
             {"how": "batch-first"},
-            ["leave out the last examples of every epoch", "repeat() before batch()"],
+            ["leave out the last examples of every epoch", "repeats before it batches"],
         ),
-        ({"how": "before-shuffle"}, ["none of the workers' first 25 batches", "shuffle(len(x)"]),
+        (
+            {"how": "before-shuffle"},  # its hint talked about repeat() before issue 26
+            ["leaves out examples before it shuffles them", "where your skip stands"],
+        ),
         ({"seed_shift": 1}, ["it is not their stream"]),
         ({"batch": 32}, ["batches of 32 examples, expected global batches of 64"]),
-        ({"repeat": False}, ["the stream ended after 0 batch(es)", "repeat()"]),
+        ({"repeat": False}, ["the stream ended after 0 batch(es)", "never ends"]),
         ({"how": "iterator"}, ["expected a tf.data.Dataset"]),
         ({"how": "split"}, ["the labels no longer belong to their examples"]),
     ],
@@ -679,7 +692,7 @@ SHORT = "steps=12, per_worker_batch=16, checkpoint_every=4, fail_at_step=6, time
 #: Task 4: ``supervise`` with switches for the usual mistakes.
 SUPERVISE = """
 def make_supervise(loop="bounded", stop=True, workers="all", folder="same", returns="all",
-                   give_up="return", which=None):
+                   give_up="return", which=None, success="all"):
     def supervise(launcher_, config, num_workers, max_restarts, timeout):
         use = which or launcher_
         attempts = []
@@ -698,7 +711,8 @@ def make_supervise(loop="bounded", stop=True, workers="all", folder="same", retu
                     continue
                 raise
             attempts.append(results)
-            if stop and all(r.returncode == 0 for r in results.values()):
+            judged = [results[0]] if success == "chief" else results.values()
+            if stop and all(r.returncode == 0 for r in judged):
                 break
             if loop == "once":
                 break
@@ -776,7 +790,7 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
             [
                 "for a worker killed in every run, with max_restarts=1: your function tried a "
                 "run beyond the 1 restart it may make",
-                "range(1 + max_restarts)",
+                "1 + max_restarts runs in all",
             ],
         ),
         ({"loop": "swallow"}, ["tried a run beyond the 1 restart it may make"]),
@@ -789,6 +803,14 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
             {"which": "launcher"},  # the lab's launcher, not the one it received
             ["your function started no run with the launcher it received"],
         ),
+        (
+            {"success": "chief"},  # "correct" before issue 26: the chief failed too in real runs
+            [
+                "a made-up run whose chief exited with code 0 and worker 1 was killed: your "
+                "function did not start the workers again",
+                "the chief's exit code alone does not say that a run succeeded",
+            ],
+        ),
     ],
     ids=[
         "no-restart",
@@ -800,6 +822,7 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
         "one-run-too-few",
         "returns-last",
         "global-launcher",
+        "chief-decides",
     ],
 )
 def test_task4_wrong(lab, switches, fragments) -> None:

@@ -275,7 +275,13 @@ def test_task2_right() -> None:
         "Task 2: correct. 7 TF_CONFIGs read as TensorFlow reads them, TF_CONFIG left as it was;"
         " for worker/1 of the lab's cluster: task_type 'worker', task_id 1, jobs ['worker']."
     )
-    by_hand = lab07.task2(  # parsing the JSON by hand reads the same, and touches nothing
+    assert "TF_CONFIG" not in os.environ
+
+
+def test_task2_parsing_the_text_by_hand_is_wrong() -> None:
+    """The task asks what TensorFlow's resolver reads: the same three values parsed by hand
+    were "correct" before issue 26; the checker sees that the resolver never read TF_CONFIG."""
+    by_hand = lab07.task2(
         lambda t: (
             json.loads(t)["task"]["type"],
             json.loads(t)["task"]["index"],
@@ -283,8 +289,11 @@ def test_task2_right() -> None:
         ),
         POST,
     )
-    assert by_hand.correct
-    assert "TF_CONFIG" not in os.environ
+    expect_wrong(by_hand, "never asked TensorFlow's TFConfigClusterResolver", "ask it")
+    expect_wrong(
+        lab07.task2(lambda t: lab07.tensorflow_reads(t), POST),
+        "calls `dtf.checks.lab07.tensorflow_reads`, the course's own code",
+    )
 
 
 def _no_reset(tf_config):
@@ -321,16 +330,16 @@ def _always_deletes(tf_config):
 @pytest.mark.parametrize(
     "answer, fragments",
     [
-        (_no_reset, ["TF_CONFIG was absent before your function and", "in a finally: block"]),
+        (_no_reset, ["TF_CONFIG was absent before your function and", "when the resolver raises"]),
         (_no_argument, ["got (None, None, {})", "takes no TF_CONFIG argument"]),
-        (_cluster_spec, ["got ('worker', 1, ClusterSpec(", "cluster_spec().as_dict()"]),
+        (_cluster_spec, ["got ('worker', 1, ClusterSpec(", "not as the ClusterSpec"]),
         (
             _always_deletes,
-            ["with TF_CONFIG already set: TF_CONFIG was another task's", "the old value"],
+            ["with TF_CONFIG already set: TF_CONFIG was another task's", "as it was, also"],
         ),
         (
             lambda t: tensorflow_reads(t)[:2],
-            ["expected ('worker', 1, {'worker':", "return (resolver.task_type"],
+            ["expected ('worker', 1, {'worker':", "the three things the resolver answers"],
         ),
     ],
     ids=["not-put-back", "no-argument", "cluster-spec-object", "deleted-when-set", "two-values"],
@@ -350,7 +359,7 @@ def test_task2_an_answer_that_reads_the_variable_already_set() -> None:
     verdict = lab07.task2(
         lambda t: old_reader(t) if "TF_CONFIG" in os.environ else tensorflow_reads(t), POST
     )
-    expect_wrong(verdict, "already set", "set os.environ['TF_CONFIG'] = tf_config")
+    expect_wrong(verdict, "already set", "what does the environment hold")
 
 
 def test_task2_malformed_and_missing() -> None:
@@ -391,7 +400,11 @@ def test_task3_right() -> None:
     [
         (
             lambda n, c, p: pod_addresses(n, c, p, host="{name}-{job}-{i}"),
-            ["for name='dtf-cluster', counts={'worker': 2}, port=2222, worker/0", "subdomain"],
+            [
+                "for name='dtf-cluster', counts={'worker': 2}, port=2222: "
+                "'dtf-cluster-worker-0:2222' is not the address of worker/0's pod",
+                "subdomain",
+            ],
         ),
         (
             lambda n, c, p: pod_addresses(n, c, p, host="{name}-{job}-{i}.{name}.default.svc"),
@@ -400,8 +413,8 @@ def test_task3_right() -> None:
         (
             lambda n, c, p: pod_addresses(n, c, p, host="{job}-{i}.{name}"),
             [
-                "got 'worker-0.dtf-cluster:2222'",
-                "the Job of job 'worker' is named dtf-cluster-worker",
+                "'worker-0.dtf-cluster:2222' is not the address",
+                "what is the name of the Job of this job?",
             ],
         ),
         (
@@ -413,9 +426,9 @@ def test_task3_right() -> None:
             lambda n, c, p: {
                 j: [a.rsplit(":", 1)[0] for a in v] for j, v in pod_addresses(n, c, p).items()
             },
-            ["add the port, :2222"],
+            ["yours has no port"],
         ),
-        (lambda n, c, p: pod_addresses(n, c, 2222), ["port=5000", "the same port, `port` (5000)"]),
+        (lambda n, c, p: pod_addresses(n, c, 2222), ["port=5000", "the same port, `port`"]),
         (
             lambda n, c, p: pod_addresses(n, {j: k for j, k in c.items() if j != "ps"}, p),
             ["the jobs: expected ['chief', 'ps', 'worker'], got ['chief', 'worker']"],
@@ -431,7 +444,7 @@ def test_task3_right() -> None:
         (lambda n, c, p: list(pod_addresses(n, c, p).values()), ["expected a dict"]),
         (
             lambda n, c, p: pod_addresses(n, c, p, host="{job}{i}.cluster.internal"),
-            ["task i of job J is NAME-J-i.NAME:PORT"],
+            ["compare yours with the names the list above the task describes"],
         ),
     ],
     ids=[
@@ -450,7 +463,16 @@ def test_task3_right() -> None:
     ],
 )
 def test_task3_wrong(answer, fragments) -> None:
-    expect_wrong(lab07.task3(answer, NAME, COUNTS, PORT), *fragments)
+    """A wrong address is named, never the right one (it was shown before issue 26)."""
+    verdict = lab07.task3(answer, NAME, COUNTS, PORT)
+    expect_wrong(verdict, *fragments)
+    assert "expected 'dtf-cluster-" not in verdict.message
+    assert "expected 'mnist-" not in verdict.message
+
+
+def test_task3_refuses_the_course_s_pod_names() -> None:
+    verdict = lab07.task3(lambda n, c, p: deploy.pod_dns_names(c, n, p), NAME, COUNTS, PORT)
+    expect_wrong(verdict, "calls `dtf.deploy.pod_dns_names`, the course's own code")
 
 
 def test_task3_bad_lab_parameters_and_missing() -> None:
@@ -522,7 +544,7 @@ def test_task4_right() -> None:
             {"copy_first": False},
             [
                 "for the lab's broken TFJob: your function changed the manifest it was given",
-                "copy.deepcopy(manifest)",
+                "the task asks for a repaired copy",
             ],
         ),
         (
@@ -532,7 +554,7 @@ def test_task4_right() -> None:
         ({"keep_broken": True}, ["expected the repaired manifest (a dict), got None"]),
         (
             {"counts": False},
-            ["deploy.validate still refuses your repair", "expected int, got '3'", "int(...)"],
+            ["deploy.validate still refuses your repair", "expected int, got '3'", "not text"],
         ),
         (
             {"names": False},
@@ -544,7 +566,7 @@ def test_task4_right() -> None:
         ),
         (
             {"containers": False},
-            ["no container named 'tensorflow'", "writes TF_CONFIG only into that container"],
+            ["no container named 'tensorflow'", "the name deploy.TFJOB_CONTAINER holds"],
         ),
         (
             {"drop": True},
@@ -580,7 +602,7 @@ def test_task4_wrong(switches, fragments) -> None:
     expect_wrong(lab07.task4(make_repair(**switches), NAME), *fragments)
 
 
-def test_task4_a_repair_that_rebuilds_the_manifest_changes_too_much() -> None:
+def test_task4_a_repair_that_rebuilds_the_manifest_is_refused() -> None:
     def rebuild(manifest):
         counts = {}
         for replica, spec in manifest["spec"]["tfReplicaSpecs"].items():
@@ -588,12 +610,28 @@ def test_task4_a_repair_that_rebuilds_the_manifest_changes_too_much() -> None:
             counts[job] = int(spec["replicas"])
         return deploy.tfjob(counts, name=manifest["metadata"]["name"])
 
-    expect_wrong(lab07.task4(rebuild, NAME), "also changed", "leaves everything else")
+    expect_wrong(lab07.task4(rebuild, NAME), "calls `dtf.deploy.tfjob`, the course's own code")
+
+
+def test_task5_refuses_the_course_s_expansion() -> None:
+    """``deploy.expand_tf_config`` does Task 5 (the lab's solution called it before issue 26);
+    ``dtf.cluster.spec.tf_config`` writes the whole answer."""
+    from dtf.cluster import spec
+
+    def course(manifests, job, index):
+        return deploy.expand_tf_config(tf_config_value(manifests, job), index)
+
+    def rewritten(manifests, job, index):
+        cluster = deploy.pod_dns_names(lab07.LAYOUT, NAME, PORT)
+        return json.loads(spec.tf_config(cluster, spec.Task(job, index)))
+
+    expect_wrong(lab07.task5(course, NAME, PORT), "calls `dtf.deploy.expand_tf_config`")
+    expect_wrong(lab07.task5(rewritten, NAME, PORT), "calls `dtf.cluster.spec.tf_config`")
 
 
 def test_task4_malformed_and_missing() -> None:
     expect_wrong(lab07.task4(lambda m: m["nope"], NAME), "raised KeyError")
-    expect_wrong(lab07.task4(make_repair(), "Bad Name"), "cannot build the lab's TFJob")
+    expect_wrong(lab07.task4(make_repair(), "Bad Name"), "cannot use the lab's TFJob")
     expect_wrong(lab07.task4("text", NAME), "expected a function")
     assert lab07.task4(stub, NAME).status == checks.NOT_ATTEMPTED
     assert lab07.task4(None, NAME).status == checks.NOT_ATTEMPTED
@@ -610,8 +648,13 @@ def tf_config_value(manifests, job):
     raise ValueError(job)
 
 
+def expand(value, index):
+    """What Kubernetes does to the template's TF_CONFIG, then what TensorFlow does."""
+    return json.loads(value.replace("$(TASK_INDEX)", str(index)))
+
+
 def tf_config_in_pod(manifests, job, index):
-    return deploy.expand_tf_config(tf_config_value(manifests, job), index)
+    return expand(tf_config_value(manifests, job), index)
 
 
 def test_task5_right() -> None:
@@ -636,7 +679,7 @@ def test_task5_right() -> None:
 def lab_worker_job(manifests, job, index):
     """Always the third manifest: the lab's worker Job (a Service, chief, worker, ps)."""
     value = manifests[2]["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"]
-    return deploy.expand_tf_config(value, index)
+    return expand(value, index)
 
 
 @pytest.mark.parametrize(
@@ -652,15 +695,15 @@ def lab_worker_job(manifests, job, index):
         ),
         (
             lambda m, j, i: json.dumps(tf_config_in_pod(m, j, i)),
-            ["got the text", "json.loads(...) of the text"],
+            ["got the text", "the TF_CONFIG parsed, a dict"],
         ),
         (
             lambda m, j, i: tf_config_in_pod(m, j, 0),
-            ["pod 2 of the 'worker' Job", "expand the TF_CONFIG with the pod's index"],
+            ["pod 2 of the 'worker' Job", "another pod's index"],
         ),
         (
             lab_worker_job,
-            ["pod 0 of the 'chief' Job", "find the Job of `job`", "whatever their order"],
+            ["pod 0 of the 'chief' Job", "the Job of `job`, whatever the manifests' order"],
         ),
         (lambda m, j, i: tf_config_in_pod(m, j, i)["task"], ['your dict has no "task"']),
         (
@@ -685,7 +728,7 @@ def test_task5_wrong(answer, fragments) -> None:
 
 
 def test_task5_malformed_and_missing() -> None:
-    expect_wrong(lab07.task5(tf_config_in_pod, "-bad", PORT), "cannot build the lab's Indexed Jobs")
+    expect_wrong(lab07.task5(tf_config_in_pod, "-bad", PORT), "cannot use the lab's Indexed Jobs")
     expect_wrong(lab07.task5(42, NAME, PORT), "expected a function")
     assert lab07.task5(stub, NAME, PORT).status == checks.NOT_ATTEMPTED
     assert lab07.task5(None, NAME, PORT).status == checks.NOT_ATTEMPTED
@@ -742,7 +785,7 @@ def test_task5_a_key_error_from_the_manifests_order_gets_a_hint() -> None:
     def by_position(manifests, job, index):
         manifest = manifests[1 + ["chief", "worker", "ps"].index(job)]
         value = manifest["spec"]["template"]["spec"]["containers"][0]["env"][1]["value"]
-        return deploy.expand_tf_config(value, index)
+        return expand(value, index)
 
     expect_wrong(
         lab07.task5(by_position, NAME, PORT),
@@ -807,7 +850,7 @@ def test_task6_right() -> None:
             ["for case 'd': the field 'completions' of dtf-cluster-worker is as", "another"],
         ),
         ({"e": ("worker", "parallelism")}, ["no manifest named 'worker'", "metadata.name"]),
-        ({"b": "clusterIP"}, ["for case 'b': expected (manifest name, field)"]),
+        ({"b": "clusterIP"}, ["for 'b': expected (manifest, field)"]),
     ],
     ids=["wrong-manifest", "wrong-field", "not-a-name", "not-a-pair"],
 )
@@ -815,11 +858,11 @@ def test_task6_wrong(changes, fragments) -> None:
     verdict = lab07.task6(faults(**changes), NAME, PORT)
     expect_wrong(verdict, *fragments)
     right_field = dict(RIGHT_FAULTS)[next(iter(changes))][1]
-    assert right_field not in verdict.message.split("Hint:")[1]  # the hint names no answer
+    assert right_field not in verdict.message.partition("Hint:")[2]  # the hint names no answer
 
 
 def test_task6_malformed_and_missing() -> None:
     expect_wrong(lab07.task6(lambda: [], NAME, PORT), "expected a dict {case: (manifest")
     expect_wrong(lab07.task6(lambda: {"a": RIGHT_FAULTS["a"]}, NAME, PORT), "no entry for case 'b'")
-    expect_wrong(lab07.task6(faults(), "-bad", PORT), "cannot build the lab's Indexed Jobs")
+    expect_wrong(lab07.task6(faults(), "-bad", PORT), "cannot use the lab's Indexed Jobs")
     assert lab07.task6(stub, NAME, PORT).status == checks.NOT_ATTEMPTED

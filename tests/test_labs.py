@@ -381,34 +381,15 @@ def test_a_print_split_into_several_stream_messages_reads_as_one():
 STATED_PARTS_LABS = ("01", "02", "03")
 
 
-def _solution_text_and_code(path):
-    nb = nbformat.read(path, as_version=4)
-    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
-    regions = [
-        region
-        for c in nb.cells
-        if c.cell_type == "code"
-        for region in re.findall(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", c.source, re.S)
-    ]
-    return text, regions
-
-
-@pytest.mark.parametrize("path", SOLUTIONS, ids=lambda p: p.name[:2])
-def test_the_lab_text_does_not_spell_out_the_solution_code(path):
-    """No statement of a solution (between ### BEGIN SOLUTION and ### END SOLUTION) appears in
-    the lab's text: the tasks state goals and checks, the learner writes the code."""
-    text, regions = _solution_text_and_code(path)
-    prose = " ".join(text.split())  # a line of code may wrap in the text
-    for line in {ln.split("#")[0].strip() for region in regions for ln in region.splitlines()}:
-        if len(line) >= 16:  # a statement, not a bracket or a bare name
-            assert " ".join(line.split()) not in prose, f"the lab's text spells out {line!r}"
+# The lab's text, hints and docstrings against the solution code: tests/test_checks_hints.py.
 
 
 @pytest.mark.parametrize(
     "path", [p for p in SOLUTIONS if p.name[:2] in STATED_PARTS_LABS], ids=lambda p: p.name[:2]
 )
 def test_each_task_states_its_goal_answer_and_check(path):
-    text, _ = _solution_text_and_code(path)
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     tasks = sorted({int(n) for n in re.findall(r"\*\*Task (\d+)\b", text)})
     assert tasks, "no **Task N** in the lab"
     for number in tasks:

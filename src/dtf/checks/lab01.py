@@ -23,9 +23,12 @@ from dtf.checks.core import (
     Wrong,
     call,
     call_function,
+    code_objects,
+    default_device,
     device_names,
     devices_of,
     expect_close,
+    expect_kind,
     expected_got,
     placement_table,
     reason_key,
@@ -44,7 +47,7 @@ _MASK_HINTS = {
     "1,0": "the order of the list is the order of the ordinals, even when it is not sorted",
     "0,2,-1,1": "CUDA stops reading the list at the first invalid index (-1): the GPUs listed "
     "after it stay hidden",
-    "": "an empty CUDA_VISIBLE_DEVICES hides every GPU: the mapping is an empty dict {}",
+    "": "an empty CUDA_VISIBLE_DEVICES is not the same as an unset one: reread the rules",
 }
 #: Task 2: the physical GPUs the child process must see, in this order.
 CHILD_GPUS = [1, 3]
@@ -85,18 +88,14 @@ def _as_mapping(value: Any) -> Any:
 # --------------------------------------------------------------------------- task 1
 
 
-@task(LAB, 1)
+@task(LAB, 1, references=("dtf.masking.visible_mapping", "dtf.masking.parse_mask"))
 def task1(answer: Any) -> str:
     """Predicted ``{mask: {visible ordinal: physical id}}`` for :data:`MASKS` on a machine
     with :data:`PHYSICAL_GPUS` GPUs, compared with :func:`dtf.masking.visible_mapping`."""
     from dtf import masking
 
     got = call(answer)
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"expected a dict {{mask: {{visible ordinal: physical id}}}}, got {short(got)}",
-            "return one entry per mask, e.g. {'2,3': {0: 2, 1: 3}, ...}",
-        )
+    expect_kind(got, Mapping, "a dict {mask: {ordinal: physical id}}, as the task's example")
     for mask in MASKS:
         expected = masking.visible_mapping(mask, PHYSICAL_GPUS)
         if mask not in got:
@@ -104,9 +103,10 @@ def task1(answer: Any) -> str:
                 f"there is no prediction for CUDA_VISIBLE_DEVICES={mask!r}",
                 f"the dict needs one key per mask, exactly as written: {list(MASKS)}",
             )
-        if _as_mapping(got[mask]) != expected:
+        if _as_mapping(got[mask]) != expected:  # what CUDA shows is the answer: not shown
             raise Wrong(
-                expected_got(expected, got[mask], f"CUDA_VISIBLE_DEVICES={mask!r}"),
+                f"for CUDA_VISIBLE_DEVICES={mask!r}, your mapping {short(got[mask])} is not "
+                "what CUDA shows",
                 _MASK_HINTS[mask],
             )
     return f"all {len(MASKS)} mappings match CUDA's rules"
@@ -145,18 +145,14 @@ def task2(answer: Any) -> str:
     if given != base:
         raise Wrong(
             "the function changed the base_env dict it was given",
-            "copy it first: env = dict(base_env), then change the copy",
+            "base_env must stay as it was: the child's environment is a new dict",
         )
-    if not isinstance(env, Mapping):
-        raise Wrong(
-            f"expected a dict (the child's environment), got {short(env)}",
-            "return dict(base_env, CUDA_VISIBLE_DEVICES=...)",
-        )
+    expect_kind(env, Mapping, "a dict (the child's environment)")
     if "CUDA_VISIBLE_DEVICES" not in env:
         raise Wrong(
             "the environment has no CUDA_VISIBLE_DEVICES, so the child would see the "
             "parent's setting",
-            "set env['CUDA_VISIBLE_DEVICES']",
+            "the mask is the child's own CUDA_VISIBLE_DEVICES",
         )
     bad = {k: v for k, v in env.items() if not isinstance(k, str) or not isinstance(v, str)}
     if bad:
@@ -241,19 +237,10 @@ def _strings_in(function: Any) -> list[str]:
     """The string constants of ``function``'s code and of the code nested in it (not its
     docstring): the device names a learner typed, for instance."""
     function = getattr(function, "python_function", function)  # a tf.function
-    code = getattr(function, "__code__", None)
-    if code is None:
+    if not hasattr(function, "__code__"):
         return []
-    doc = getattr(function, "__doc__", None)
-    found, todo = [], [code]
-    while todo:
-        current = todo.pop()
-        for const in current.co_consts:
-            if isinstance(const, str) and const != doc:
-                found.append(const)
-            elif hasattr(const, "co_consts"):
-                todo.append(const)
-    return found
+    found = [c for code in code_objects(function.__code__) for c in code.co_consts]
+    return [c for c in found if isinstance(c, str) and c != function.__doc__]
 
 
 def _missing_gpus_asked_for(answer: Any) -> list[str]:
@@ -282,20 +269,12 @@ def _wrong_device(
             f"placement (on by default) quietly ran the op on {', '.join(found)} instead"
         )
         hint = "use the names in `devices`, which exist here: " + hint
-    elif found == [_default_device()]:
+    elif found == [default_device()]:
         hint = (
             f"{found[0]} is TensorFlow's default device, where an op runs when no device "
             "scope is open: " + hint
         )
     return Wrong(detail, hint)
-
-
-def _default_device() -> str:
-    """Where TensorFlow runs an op when no device scope is open (short name)."""
-    import tensorflow as tf
-
-    with tf.device(None):  # no scope, whatever scope the caller opened
-        return short_device(tf.zeros(()).device)
 
 
 def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, str]:
@@ -305,12 +284,7 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
 
     a, b, bias = (tf.constant(v) for v in (A, B, BIAS))
     got = call_function(answer, a, b, bias, list(devices))
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(
-            f"expected a pair (result, placement table), got {short(got)}",
-            "return the result and the table of the log that saw the two ops",
-        )
-    result, table = got
+    result, table = expect_kind(got, (tuple, list), "a pair (result, placement table)", size=2)
     expected = np.matmul(A, B) + np.asarray(BIAS)
     expect_close(
         expected,
@@ -329,8 +303,8 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
         if not where:
             raise Wrong(
                 f"{case}your placement table has no {what}",
-                "run the ops inside the `with placement.capture() as log:` block (and "
-                "eagerly: a tf.function logs its placement only when it is traced)",
+                "the table must be that of the capture in which both ops ran (eagerly: a "
+                "tf.function logs its placement only when it is traced)",
             )
     if found["MatMul"] != [want_mm]:
         raise _wrong_device(
@@ -355,14 +329,10 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
 
 @task(LAB, 3)
 def task3(answer: Any, setup: Any) -> str:
-    """``place_ops(a, b, bias, devices) -> (result, placement table)``: the matmul on the
-    last of ``devices``, the addition of ``bias`` on the first, proven by the placement log
-    (see :func:`dtf.placement.capture`). Checked with ``devices`` = ``setup.names`` and
-    again with them reversed, so that each op once belongs on a device that is not
-    TensorFlow's default one (an op outside any device scope runs on the default device,
-    which would go unseen if that were its device). When an op ran elsewhere because the
-    code asked for a GPU this process does not have, the message says that soft placement
-    moved it."""
+    """``place_ops(a, b, bias, devices) -> (result, placement table)``: the matmul on the last
+    of ``devices``, the addition on the first, proven by the log. Checked with
+    ``setup.names`` and reversed (so each op once belongs off the default device); an op that
+    soft placement moved from a GPU this process lacks is named."""
     names = device_names(setup)  # with one device, both ops belong on it
     runs = [names] if names[0] == names[-1] else [names, names[::-1]]
     placed = []
@@ -482,13 +452,7 @@ def _moved_ops(table: Any, devices: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def _diagnosis(got: Any) -> tuple[str, str]:
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(
-            f"expected a pair (op type, reason), got {short(got)}",
-            "name the op as the log's op_type column does, and the reason by its key in "
-            "REASONS, e.g. ('Sum', 'no-kernel')",
-        )
-    op_type, reason = got
+    op_type, reason = expect_kind(got, (tuple, list), "a pair (op_type, key of REASONS)", size=2)
     if not isinstance(op_type, str) or not isinstance(reason, str):
         raise Wrong(
             f"expected two strings (op type, reason), got {short(got)}",
@@ -563,7 +527,7 @@ def task5(answer: Any, setup: Any) -> str:
         raise Wrong(
             f"expected a dict with the keys True and False (soft placement on/off), "
             f"got {short(got)}",
-            "return {True: <raises with soft placement on?>, False: <... off?>}",
+            "one prediction per setting of soft placement, keyed True (on) and False (off)",
         )
     if not all(isinstance(v, (bool, np.bool_)) for v in got.values()):
         raise Wrong(
@@ -573,11 +537,9 @@ def task5(answer: Any, setup: Any) -> str:
     for soft in (True, False):
         if bool(got[soft]) != measured[soft]:
             state = "on" if soft else "off"
-            raise Wrong(
-                expected_got(measured[soft], bool(got[soft]), f"soft placement {state} (raises?)")
-                + f". What happened: {notes[soft]}",
-                "soft placement lets TensorFlow pick another device when the one asked "
-                "for cannot run the op; without it, TensorFlow refuses",
+            raise Wrong(  # what happened is the answer: not shown
+                f"your prediction for soft placement {state} is not what TensorFlow does",
+                "notebook 02b shows what each setting does with a device a process lacks",
             )
     return f"Soft placement on: {notes[True]}; off: {notes[False]}"
 

@@ -24,7 +24,9 @@ from dtf.checks.core import (
     device_names,
     devices_of,
     expect_close,
+    expect_kind,
     expected_got,
+    full_float32,
     short,
     task,
     user_error_line,
@@ -46,10 +48,16 @@ ATOL = 1e-5
 _PARAMETER_DEVICE = "/device:CPU:0"
 
 
+#: Task 3: while the learner's step runs, the number of examples of every :func:`loss` call.
+_loss_batches: list[int | None] | None = None
+
+
 def loss(y, logits):
     """The mean softmax cross-entropy that the towers of task 3 and the reference both use."""
     import tensorflow as tf
 
+    if _loss_batches is not None:  # Task 3's checker is watching: how big is each shard?
+        _loss_batches.append(y.shape[0])
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
 
 
@@ -69,7 +77,7 @@ def _batch(n: int):
     return x, y
 
 
-@task(LAB, 1)
+@task(LAB, 1, references=("dtf.towers.split_batch",))
 def task1(answer: Any) -> str:
     """``split_batch(x, y, num_towers) -> [(x_0, y_0), ...]``: equal, in-order shards, as
     :func:`dtf.towers.split_batch`; a batch that does not divide evenly raises ValueError."""
@@ -89,19 +97,16 @@ def task1(answer: Any) -> str:
             if not isinstance(shard, (list, tuple)) or len(shard) != 2:
                 raise Wrong(
                     expected_got("a pair (x_i, y_i)", shard, f"shard {i} of {what}"),
-                    "return [(x_0, y_0), (x_1, y_1), ...], e.g. list(zip(xs, ys))",
+                    "each item of the list is one tower's pair: its x shard, then its y shard",
                 )
-            hint = (
-                f"shard i holds examples i*k .. (i+1)*k - 1 with k = batch // num_towers "
-                f"(here k = {batch // n}), in order"
-            )
+            hint = "the shards keep the examples in order: shard 0 holds the first ones"
             expect_close(x_i, shard[0], what=f"x of shard {i} of {what}", hint=hint)
             expect_close(y_i, shard[1], what=f"y of shard {i} of {what}", hint=hint)
     batch, n = UNEVEN
     x, y = _batch(batch)
     uneven_hint = (
         "unequal shards would make the average of the tower gradients differ from the "
-        "gradient of the global batch: check batch % num_towers and raise ValueError"
+        "gradient of the global batch: the task says how to refuse such a batch"
     )
     try:
         got = answer(x, y, n)
@@ -139,7 +144,7 @@ def _tower_grads(num_towers: int, seed: int) -> list[list[np.ndarray]]:
     ]
 
 
-@task(LAB, 2)
+@task(LAB, 2, references=("dtf.towers.average_gradients",))
 def task2(answer: Any) -> str:
     """``average_gradients(tower_grads) -> [grad per variable]`` with
     ``tower_grads[t][v]`` tower ``t``'s gradient of variable ``v``; compared with the mean
@@ -166,7 +171,7 @@ def task2(answer: Any) -> str:
             )
             try:
                 if num_towers > 1 and np.allclose(as_array(got[v]), total, atol=1e-5):
-                    hint = "that is the sum: divide by the number of towers"
+                    hint = "that is the sum of the towers' gradients, not their mean"
             except (TypeError, ValueError):
                 pass
             expect_close(want, got[v], what=f"variable {v}, {what}", atol=1e-5, hint=hint)
@@ -178,14 +183,37 @@ def task2(answer: Any) -> str:
 
 @dataclass
 class _Run:
-    """What the learner's steps did: the devices of their MatMuls in the first step, whether
-    that log shows every op, the variables ``tape.gradient`` gave None for, and the error
-    that stopped the steps (a :class:`Wrong`), if any."""
+    """What the learner's steps did: the first step's MatMul devices, the devices after the
+    last MatMul (averaging, update) and whether its log shows every op; the variables given
+    None gradients; each :func:`loss` call's examples; the error that stopped them, if any."""
 
     matmul_devices: list[str] = field(default_factory=list)
+    update_devices: list[str] = field(default_factory=list)
     complete: bool = False
     none_gradients: dict[str, None] = field(default_factory=dict)
+    loss_batches: list[int | None] = field(default_factory=list)
     failure: Wrong | None = None
+
+
+#: Ops placed with their variable (or constants), wherever the scope asks: not a choice.
+_PLACED_WITH_VARIABLE = ("Const", "NoOp", "_Arg", "_Retval", "VarHandleOp", "ReadVariableOp")
+
+
+def _update_devices(table) -> list[str]:
+    """The devices of the ops after the towers' last MatMul (the end of the last tower's
+    backward pass), in the order of the log: where the gradients were averaged and applied."""
+    if (table["source"] == "eager").any():
+        table = table[table["source"] == "eager"]
+    kinds = list(table["op_type"])
+    if "MatMul" not in kinds:
+        return []
+    after = table.iloc[len(kinds) - kinds[::-1].index("MatMul") :]
+    chosen = [
+        device
+        for kind, device in zip(after["op_type"], after["device"], strict=True)
+        if kind not in _PLACED_WITH_VARIABLE and not kind.endswith("VariableOp")
+    ]
+    return list(dict.fromkeys(chosen))
 
 
 def _fresh_trace(answer: Any) -> Any:
@@ -201,11 +229,13 @@ def _fresh_trace(answer: Any) -> Any:
 
 
 @contextmanager
-def _record_none_gradients(params, found: dict[str, None]):
-    """Within the block, note in ``found`` every variable that ``tape.gradient`` returns
-    None for (the loss was computed outside the tape, or not from that variable)."""
+def _watching(params, run: _Run):
+    """Within the block, note in ``run`` the variables ``tape.gradient`` returns None for (a
+    loss computed outside the tape) and the examples of every :func:`loss` call."""
     import tensorflow as tf
 
+    global _loss_batches
+    found, _loss_batches = run.none_gradients, run.loss_batches
     tape_class = tf.GradientTape
     original = tape_class.gradient
     names = {id(v): k for k, v in params.items()}
@@ -224,9 +254,10 @@ def _record_none_gradients(params, found: dict[str, None]):
 
     tape_class.gradient = gradient
     try:
-        yield found
+        yield
     finally:
         tape_class.gradient = original
+        _loss_batches = None
 
 
 def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
@@ -245,11 +276,12 @@ def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
         y = tf.constant(digits.y_train[i * batch : (i + 1) * batch])
         args = (learner, x, y, list(names), LEARNING_RATE)
         try:
-            with _record_none_gradients(learner, run.none_gradients):
+            with _watching(learner, run):
                 if i == 0 and logging_on:
                     with placement.capture() as log:
                         call_function(step, *args)
                     run.matmul_devices = devices_of(log.table, ["MatMul"])
+                    run.update_devices = _update_devices(log.table)
                     # Complete when every op run was logged: eager ops in Jupyter
                     # ("Executing op" lines), or a tf.function traced just now. In a plain
                     # script an eager op's placement is printed only the first time it runs
@@ -280,9 +312,8 @@ def _none_gradients_wrong(run: _Run, what_happened: str) -> Wrong:
         f"{what_happened}. A None gradient means the tape did not record the loss being "
         "computed from that variable, as when the loss is computed outside the "
         "`with tf.GradientTape()` block",
-        "compute the loss inside `with tf.GradientTape() as tape:` (logits from params, "
-        "then checks.lab02.loss), and call tape.gradient(loss, list(params.values())) after "
-        "the block",
+        "look at where each tower's logits and loss are computed: inside the tape's block, "
+        "from the variables of params, before tape.gradient asks for their gradients",
     )
 
 
@@ -293,16 +324,22 @@ def _matches(params, reference) -> bool:
     )
 
 
-@task(LAB, 3)
+@task(
+    LAB,
+    3,
+    references=(
+        "dtf.towers.split_batch",
+        "dtf.towers.average_gradients",
+        "dtf.towers.make_tower_train_step",
+    ),
+)
 def task3(answer: Any, setup: Any) -> str:
-    """``tower_step(params, x, y, devices, learning_rate)``: one synchronous step with one
-    tower per device (gradients per tower on its device, averaged on the CPU, applied once
-    with plain SGD). Run for a few steps on digits from the same initial weights as a
-    single-device reference step on the same global batches; weights must agree to 1e-5
-    (TensorFloat-32 is off during the check, so GPUs compute in full float32 as the CPU
-    does). Summed instead of averaged gradients, and None gradients (a loss computed outside
-    the tape), are named as such. When placement logging is on, the towers' MatMuls must
-    have run on every device."""
+    """``tower_step(params, x, y, devices, learning_rate)``: one synchronous step, a tower per
+    device, the gradients averaged and applied on the CPU. Run for :data:`STEPS` steps beside
+    a single-device step (weights to 1e-5, TensorFloat-32 off); then each :func:`loss` call
+    must see one shard and, when the log shows every op, a MatMul must run on every device and
+    the ops after the last one (the averaging and the update) on the CPU. Summed and None
+    gradients are named."""
     import tensorflow as tf
 
     from dtf import data, towers
@@ -321,14 +358,8 @@ def task3(answer: Any, setup: Any) -> str:
     step = _fresh_trace(answer)
 
     logging_on = bool(tf.debugging.get_log_device_placement())
-    # GPUs multiply float32 matrices in TensorFloat-32 by default (about 3 significant
-    # digits), which alone would exceed the tolerance: compare in full float32.
-    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    try:
+    with full_float32():
         run = _train(step, learner, references, digits, batch, names, logging_on)
-    finally:
-        tf.config.experimental.enable_tensor_float_32_execution(tf32)
 
     if run.failure is not None:
         if run.none_gradients:
@@ -339,8 +370,8 @@ def task3(answer: Any, setup: Any) -> str:
             raise _none_gradients_wrong(run, "the weights stayed the initial ones")
         raise Wrong(
             f"after {STEPS} calls the weights are still the initial ones",
-            "apply the averaged gradients: v.assign_sub(learning_rate * g) for each "
-            "variable (or an optimizer's apply_gradients)",
+            "the step itself updates the variables of params, in place, with the averaged "
+            "gradients",
         )
     reference, _ = references["averaged"]
     summed, _ = references["summed"]
@@ -364,12 +395,26 @@ def task3(answer: Any, setup: Any) -> str:
             raise Wrong(
                 f"the weights after {STEPS} steps are those of training with the sum of the "
                 f"{len(names)} towers' gradients, a step {len(names)} times too large",
-                "average the gradients (divide their sum by the number of towers): each "
-                "tower's gradient is already that of a mean loss",
+                "each tower's gradient is already that of a mean loss: adding them up makes "
+                "the step as many times too large as there are towers",
             ) from None
         if run.none_gradients:
             raise _none_gradients_wrong(run, "the weights went wrong") from None
         raise exc from None
+    if not run.loss_batches:
+        raise Wrong(
+            "the weights are right, but your step never called checks.lab02.loss",
+            "the task names the loss each tower computes",
+        )
+    shards = sorted({size for size in run.loss_batches if size != PER_DEVICE and size})
+    if len(names) > 1 and shards:
+        whole = " (the whole global batch)" if shards[-1] == batch else ""
+        raise Wrong(
+            f"the weights are right, but a tower's loss was computed on {shards[-1]} "
+            f"examples{whole}, not on its shard of {PER_DEVICE}: averaging the towers' "
+            "gradients of the same examples hides it, while every device did the work of all",
+            "look at what your loop hands each tower: tower i takes the i-th shard of (x, y)",
+        )
     wanted = [short_device(n) for n in names]
     note = ""
     missing = [d for d in wanted if d not in run.matmul_devices]
@@ -380,7 +425,17 @@ def task3(answer: Any, setup: Any) -> str:
             raise Wrong(
                 f"the weights are right, but no MatMul ran on {', '.join(missing)} "
                 f"(MatMuls ran on {', '.join(run.matmul_devices)})",
-                "compute tower i's loss and gradients inside `with tf.device(devices[i]):`",
+                "tower i's forward pass and gradients belong on devices[i]: look at the "
+                "device scope around them",
+            )
+        elsewhere = [d for d in run.update_devices if d != short_device(_PARAMETER_DEVICE)]
+        if run.complete and elsewhere:
+            raise Wrong(
+                f"the weights are right, but after the towers the gradients were averaged or "
+                f"applied on {', '.join(elsewhere)}, not on {_PARAMETER_DEVICE}, where the "
+                "parameters live",
+                "look at the device scope in effect where you average and apply the "
+                "gradients, after the loop over the towers",
             )
         note = f"; the towers' MatMuls ran on {', '.join(wanted)}"
     elif logging_on:
@@ -485,9 +540,7 @@ def measure_steps(setup: Any):
             for g, v in zip(grads, params.values(), strict=True):
                 v.assign_sub(learning_rate * g)
 
-    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    try:
+    with full_float32():
         reference = update_of(one_device)
         rows = {}
         for name, kind in CANDIDATES.items():
@@ -501,8 +554,6 @@ def measure_steps(setup: Any):
                 "cosine with one device's update": round(cosine, 4),
                 "largest weight difference": f"{np.max(np.abs(update - reference)):.1e}",
             }
-    finally:
-        tf.config.experimental.enable_tensor_float_32_execution(tf32)
     table = pd.DataFrame.from_dict(rows, orient="index")
     table.index.name = "step"
     return table
@@ -561,7 +612,7 @@ def _claim_hint(name: str, claim: str, row: Any) -> str:
     )
 
 
-@task(LAB, 4)
+@task(LAB, 4, references=("dtf.checks.lab02.measured_diagnoses",))
 def task4(answer: Any, setup: Any) -> str:
     """``diagnose_steps() -> {step: diagnosis}``: for each step of :data:`CANDIDATES`, a key of
     :data:`DIAGNOSES`. The checker measures the steps again (:func:`measure_steps`) and
@@ -569,11 +620,7 @@ def task4(answer: Any, setup: Any) -> str:
     names the steps diagnosed wrongly and, for the first, what its numbers say against
     the diagnosis given, never the right one."""
     got = call(answer)
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"expected a dict {{step: diagnosis}}, got {short(got)}",
-            "one entry per step, e.g. {'A': 'right', 'B': ..., ...}",
-        )
+    expect_kind(got, Mapping, "a dict {step: key of DIAGNOSES}")
     claims = {}
     for name in CANDIDATES:
         if name not in got:

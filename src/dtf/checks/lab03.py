@@ -27,10 +27,13 @@ from dtf.checks.core import (
     as_array,
     call,
     call_function,
+    default_device,
     device_names,
     devices_of,
     expect_close,
+    expect_kind,
     expected_got,
+    listed,
     placement_table,
     reason_key,
     short,
@@ -63,12 +66,7 @@ def _layers_of(value: Any) -> list:
     """The two layers the learner returned: a list of layers, or a Keras model of them."""
     if hasattr(value, "layers") and not isinstance(value, (list, tuple)):
         value = [layer for layer in value.layers if layer.weights]
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
-        raise Wrong(
-            f"expected the 2 layers, [layer 0, layer 1], got {short(value)}",
-            "return the list of your two Dense layers first: return [hidden, output], logits, "
-            "log.table",
-        )
+    expect_kind(value, (tuple, list), "the 2 layers, [layer 0, layer 1]", size=2)
     for i, layer in enumerate(value):
         if not hasattr(layer, "trainable_variables") or not callable(layer):
             raise Wrong(f"layer {i} is not a Keras layer: {short(layer)}")
@@ -82,29 +80,21 @@ def _variable_kind(layer: Any, variable: Any) -> str:
     return f"variable {getattr(variable, 'name', '?')}"
 
 
-def _default_device() -> str:
-    """Where TensorFlow puts a variable or an op when no device scope is open (short name)."""
-    import tensorflow as tf
-
-    with tf.device(None):  # no scope, whatever scope the caller opened
-        return short_device(tf.zeros(()).device)
-
-
 def _check_variables(layers: list, wanted: list[str], case: str) -> None:
     for i, (layer, device) in enumerate(zip(layers, wanted, strict=True)):
         variables = list(layer.trainable_variables)
         if not variables:
             raise Wrong(
                 f"{case}layer {i} has no variables yet",
-                f"build layer {i} inside `with tf.device(devices[{i}]):`, by calling it there "
-                "for the first time (or with layer.build(input_shape))",
+                "a Keras layer creates its variables when it is built, at its first call: "
+                f"was layer {i} ever called?",
             )
         for v in variables:
             where = variable_device(v)
             if where != device:
                 kind = _variable_kind(layer, v)
                 unscoped = ""
-                if where == _default_device():
+                if where == default_device():
                     unscoped = (
                         f"{where} is TensorFlow's default device, where a variable goes when "
                         "no device scope is open as it is created. "
@@ -112,9 +102,8 @@ def _check_variables(layers: list, wanted: list[str], case: str) -> None:
                 raise Wrong(
                     case + expected_got(device, where, f"the device of layer {i}'s {kind}"),
                     unscoped + "a variable lives, for its whole life, on the device that was "
-                    f"in scope when it was created: create layer {i}'s variables inside "
-                    f"`with tf.device(devices[{i}]):`, by calling the layer there for the "
-                    "first time. A model built before (keras.Sequential with an Input, or an "
+                    f"in scope when it was created: look at the scope in effect at layer {i}'s "
+                    "first call. A model built before (keras.Sequential with an Input, or an "
                     "earlier call) keeps its weights where they are, whatever scope calls it",
                 )
 
@@ -144,31 +133,24 @@ def _check_matmuls(table: Any, wanted: list[str], case: str = "") -> list[str]:
     if not ran:
         raise Wrong(
             f"{case}your placement table has no MatMul",
-            "call both layers inside the `with placement.capture() as log:` block, and "
-            "return log.table after the block",
+            "the table must be that of the capture in which both layers ran",
         )
     order = list(dict.fromkeys(wanted))
     if ran == order:
         return ran
-    if len(order) == 2 and ran == order[:1]:
+    if len(order) == 2 and len(ran) == 1 and ran[0] in order:
+        other = 1 - order.index(ran[0])  # the layer that ran away from its weights
         raise Wrong(
-            f"{case}the MatMuls ran on {order[0]} only, although layer 1's weights live on "
-            f"{order[1]}: they were copied to {order[0]} for the multiplication",
-            "a layer runs where it is called, not where its weights live: call layer 1 "
-            "inside `with tf.device(devices[1]):` too",
-        )
-    if len(order) == 2 and ran == order[1:]:
-        raise Wrong(
-            f"{case}the MatMuls ran on {order[1]} only, although layer 0's weights live on "
-            f"{order[0]}: they were copied to {order[1]} for the multiplication",
-            "a layer runs where it is called, not where its weights live: call layer 0 "
-            "inside `with tf.device(devices[0]):` too",
+            f"{case}the MatMuls ran on {ran[0]} only, although layer {other}'s weights live on "
+            f"{order[other]}: they were copied to {ran[0]} for the multiplication",
+            "a layer runs where it is called, not where its weights live: look at the scope "
+            f"in effect where layer {other} is called",
         )
     raise Wrong(
         case
         + expected_got(", ".join(order), ", ".join(ran), "the devices of the MatMuls, in order"),
-        "call layer 0 inside `with tf.device(devices[0]):` and layer 1 inside "
-        "`with tf.device(devices[1]):`",
+        "each layer runs in the device scope in effect where it is called: devices[0] for "
+        "layer 0, devices[1] for layer 1",
     )
 
 
@@ -180,12 +162,7 @@ def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
 
     wanted = [short_device(d) for d in pair]
     got = call_function(answer, x, list(pair))
-    if not isinstance(got, (tuple, list)) or len(got) != 3:
-        raise Wrong(
-            f"expected a triple (layers, logits, placement table), got {short(got)}",
-            "return [hidden, output], logits, log.table",
-        )
-    layers, logits, table = got
+    layers, logits, table = expect_kind(got, (tuple, list), "(layers, logits, table)", size=3)
     layers = _layers_of(layers)
     _check_variables(layers, wanted, case)
     _check_logits(logits, case)
@@ -199,8 +176,7 @@ def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
         what=f"{case}the logits",
         atol=1e-5,
         rtol=1e-5,
-        hint="return the output of layer 1 applied to the output of layer 0 applied to x "
-        f"(shape ({BATCH}, {CLASSES}))",
+        hint="the logits are x through layer 0, then through layer 1: both layers, in order",
     )
     return _check_matmuls(table, wanted, case)
 
@@ -208,16 +184,11 @@ def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
 @task(LAB, 1)
 def task1(answer: Any, setup: Any) -> str:
     """``place_model(x, devices) -> (layers, logits, placement table)``: a hidden Dense layer
-    whose variables live on ``devices[0]`` and an output layer whose variables live on
-    ``devices[1]``, ``x`` run through both, and the placement log of that run. Checked with
-    ``devices`` = :func:`device_pair` and again with that pair reversed, so that each layer
-    once gets a device that is not TensorFlow's default one (a layer built or run outside
-    its device scope lands on the default device, which would go unseen if that were its
-    device): the devices of the layers' real variables, the logits (those of the two layers
-    applied in order, and raw scores: a softmax output is refused), and that the log shows
-    layer 0's MatMul on ``devices[0]`` and layer 1's on ``devices[1]``. Hand-made layers
-    (callables with ``trainable_variables``, e.g. a ``tf.Module``) are accepted too, and so
-    is a Keras model of the two layers."""
+    built and run on ``devices[0]``, an output layer on ``devices[1]``. Checked with
+    :func:`device_pair` and again reversed (so each layer once gets a device that is not the
+    default one): the devices of the layers' variables, the logits (raw scores: a softmax
+    output is refused) and each layer's MatMul in the log. Hand-made layers and a Keras model
+    of the two are accepted."""
     import tensorflow as tf
 
     pair = device_pair(setup)
@@ -297,11 +268,7 @@ def _per_device(layer_sizes, layer_devices, per_layer) -> dict[str, int]:
 
 def _normalised(got: Any, what: str) -> dict[str, int]:
     """``{short device name: bytes}`` without zero entries, or a :class:`Wrong`."""
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"for {what}: expected a dict {{device: bytes}}, got {short(got)}",
-            "return one entry per device, e.g. {'/device:CPU:0': 66560, ...}",
-        )
+    expect_kind(got, Mapping, "a dict {device: bytes}", what=what)
     out: dict[str, int] = {}
     for key, value in got.items():
         number = value.item() if isinstance(value, np.generic) else value
@@ -349,8 +316,8 @@ def _bytes_hint(got: dict, layer_sizes, layer_devices) -> str:
         if got == wrong:
             return hint
     return (
-        "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs: "
-        "(n_in * n_out + n_out) * 4 bytes, added to the entry of layer_devices[i]"
+        "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs and lives on "
+        "layer_devices[i]: count its weights and biases, at 4 bytes each, for that device"
     )
 
 
@@ -359,16 +326,12 @@ def _describe(layer_sizes, layer_devices) -> str:
     return f"layers {sizes} on {', '.join(short_device(d) for d in layer_devices)}"
 
 
-@task(LAB, 2)
+@task(LAB, 2, references=("dtf.parallel.parameter_bytes",))
 def task2(answer: Any, setup: Any) -> str:
-    """``parameter_bytes(layer_sizes, layer_devices) -> {device: bytes}``: the bytes of the
-    float32 weights and biases each device holds when Dense layer ``i`` (``layer_sizes[i]``
-    inputs, ``layer_sizes[i + 1]`` outputs) lives on ``layer_devices[i]``. Checked on this
-    machine's layout of :data:`LAYER_SIZES` against the variables TensorFlow creates on these
-    devices (:func:`dtf.parallel.build_stages`, :func:`dtf.parallel.parameter_bytes`), and on
-    :data:`OTHER_LAYOUTS` of a 4-GPU machine against the variables of the same layers built
-    here. Device names may be given in full or short (``CPU:1``); zero entries may be left
-    out."""
+    """``parameter_bytes(layer_sizes, layer_devices) -> {device: bytes}``: the float32 bytes
+    each device holds. Checked on this machine's layout of :data:`LAYER_SIZES` against the
+    variables TensorFlow creates there, and on :data:`OTHER_LAYOUTS` of a 4-GPU machine;
+    short device names and left-out zeros are accepted."""
     names = device_names(setup)
     here = layout(names)
     cases = [(LAYER_SIZES, here, None)] + [(s, d, names[0]) for s, d in OTHER_LAYOUTS]
@@ -542,7 +505,8 @@ def _prediction(number: int, value: Any) -> tuple[str, str] | None:
         raise Wrong(
             f"for call {number}: expected None or a pair (exception type, reason), "
             f"got {short(value)}",
-            "e.g. ('ValueError', 'gpu-only') for a call that raises, None for one that does not",
+            "a pair (exception type, key of REASONS) for a call that raises, None for one that "
+            "does not",
         )
     kind, reason = value
     if isinstance(kind, type) and issubclass(kind, BaseException):
@@ -556,11 +520,7 @@ def _prediction(number: int, value: Any) -> tuple[str, str] | None:
 
 
 def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"expected a dict {{call number: None or (exception type, reason)}}, got {short(got)}",
-            "return one entry per call, e.g. {1: ('ValueError', 'gpu-only'), 2: None, ...}",
-        )
+    expect_kind(got, Mapping, "a dict {call number: None or (exception type, reason)}")
     out = {}
     for key, value in got.items():
         try:
@@ -580,13 +540,7 @@ def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
     return out
 
 
-def _listed(numbers: Sequence[int]) -> str:
-    """``1, 4 and 6``."""
-    shown = [str(n) for n in numbers]
-    return ", ".join(shown[:-1]) + " and " + shown[-1] if len(shown) > 1 else "".join(shown)
-
-
-@task(LAB, 3)
+@task(LAB, 3, references=("dtf.checks.lab03.measure", "dtf.checks.lab03.reason_of"))
 def task3(answer: Any) -> str:
     """``predict_failures() -> {call: None or (exception type, reason)}`` for the calls of
     :func:`script`. The checker runs the script in a fresh TensorFlow process (:func:`measure`)
@@ -620,11 +574,11 @@ def task3(answer: Any) -> str:
         # them out from the hint, and checks again.
         detail = (
             f"{len(wrong)} of {len(CALLS)} predictions are wrong: "
-            f"call{'s' if len(wrong) > 1 else ''} {_listed(wrong)}"
+            f"call{'s' if len(wrong) > 1 else ''} {listed(wrong)}"
         )
         if reason_only:
             detail += (
-                f" (for call{'s' if len(reason_only) > 1 else ''} {_listed(reason_only)} the "
+                f" (for call{'s' if len(reason_only) > 1 else ''} {listed(reason_only)} the "
                 "exception type is right, the reason is not)"
             )
         raise Wrong(detail, "start with " + CALL_HINTS[wrong[0]])
@@ -632,7 +586,7 @@ def task3(answer: Any) -> str:
     note = f"all {len(CALLS)} predictions match a fresh TensorFlow process"
     if raised:
         note += (
-            f": call{'s' if len(raised) > 1 else ''} {_listed(raised)} raised, the others did not"
+            f": call{'s' if len(raised) > 1 else ''} {listed(raised)} raised, the others did not"
         )
     if unknown:
         note += (
@@ -737,8 +691,8 @@ def _check_layout(network: str, layout: list[int], per_layer: list[int], need: i
         device, held = next(iter(over.items()))
         weights = [b // TRAINING_COPIES for b in per_layer]
         hint = (
-            "a device's share is the training bytes of every layer on it: move a layer to "
-            "the next device, or, if a single layer is over the budget, no layout fits"
+            "a device's share is the training bytes of every layer on it, and no device "
+            "holds more than the budget"
         )
         if len(shares) == fewest_devices(weights):  # the best layout for the weights alone
             hint = (
@@ -754,27 +708,18 @@ def _check_layout(network: str, layout: list[int], per_layer: list[int], need: i
     if need is not None and used > need:
         raise Wrong(
             f"network {network} fits on your {used} devices, but fewer devices are enough",
-            "fill each device before starting the next: a device takes the next layer as "
-            "long as its share stays within the budget",
+            "look at how much of the budget each of your devices leaves unused",
         )
 
 
-@task(LAB, 4)
+@task(LAB, 4, references=("dtf.checks.lab03.fewest_devices",))
 def task4(answer: Any, setup: Any) -> str:
-    """``choose_layouts() -> {network: layout or None}``: for each network of
-    :data:`NETWORKS`, the pipeline layout (device number of each layer, stages contiguous
-    from device 0) that trains it on :data:`PLAN_DEVICES` devices of :data:`BUDGET` bytes
-    each with the fewest devices, or None when no layout fits. A device's share is the
-    bytes of the variables TensorFlow creates for its layers (built here, on the first
-    device of ``setup``) times :data:`TRAINING_COPIES`. Any layout that fits with the fewest
-    devices is right; the messages say which device is over the budget, or that fewer
-    devices are enough, never the layout."""
+    """``choose_layouts() -> {network: layout or None}``: for each of :data:`NETWORKS`, a
+    contiguous layout on the fewest of :data:`PLAN_DEVICES` devices of :data:`BUDGET` bytes
+    (a layer's share: its variables' bytes times :data:`TRAINING_COPIES`), or None when none
+    fits. Any such layout is right; a message never shows one."""
     got = call(answer)
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"expected a dict {{network: layout or None}}, got {short(got)}",
-            "one entry per network, e.g. {'A': [0, 0, 1, 1], ..., 'C': None}",
-        )
+    expect_kind(got, Mapping, "a dict {network: layout or None}")
     missing = [n for n in NETWORKS if n not in got]
     if missing:
         raise Wrong(
@@ -794,8 +739,7 @@ def task4(answer: Any, setup: Any) -> str:
                 raise Wrong(
                     f"network {network} can be trained on these {PLAN_DEVICES} devices: "
                     "some layout fits the budget",
-                    "work out each layer's training bytes, then fill device 0 with the first "
-                    "layers, device 1 with the next, and so on",
+                    "compare each layer's training bytes, and the layers' sums, with the budget",
                 )
             largest = max(per_layer)
             why = (

@@ -1,21 +1,13 @@
 """Checkers of Lab 04 · Clusters (``labs/04_clusters_lab.ipynb``).
 
-1. :func:`task1`: a ``tf.train.ClusterSpec`` (one ``ps`` and N ``worker`` tasks on loopback),
-   checked through TensorFlow's own view of it (jobs, task indices, addresses) on several
-   layouts;
-2. :func:`task2`: two stages of a computation placed on two workers of a running cluster,
-   checked by value and by the placement log;
-3. :func:`task3`: a sum on every worker of a running cluster that never waits for a worker
-   that is down: the checker freezes one worker and kills another, runs the learner's
-   function in a thread under a hard time limit, and restores the cluster afterwards; an
-   answer that sends an op to the frozen worker (no bounded wait of its own) is wrong;
-4. :func:`task4`: a diagnosis: the learner reads real placement logs of task 2's stages,
-   run with one mistake each (:func:`placement_puzzles`), and says what is wrong.
+1. :func:`task1`: a ``tf.train.ClusterSpec``, read back through TensorFlow's own API;
+2. :func:`task2`: two stages on two workers of a running cluster, by value and placement log;
+3. :func:`task3`: a sum on every worker that never waits for one that is down: the checker
+   freezes a worker and kills another, under a hard time limit, and restores the cluster;
+4. :func:`task4`: read real placement logs of task 2's stages, each run with one mistake.
 
-Tasks 2 and 3 run against the lab's cluster: a :class:`dtf.cluster.LocalCluster` whose one
-excluded task (``host/0``) is played by the notebook's process, connected with
-``tf.config.experimental_connect_to_cluster``. Its time limits make the checks end, whatever
-the learner's function does.
+Tasks 2 to 4 run against the lab's :class:`dtf.cluster.LocalCluster`, whose excluded task
+(``host/0``) is the notebook's own process.
 """
 
 from __future__ import annotations
@@ -37,6 +29,7 @@ from dtf.checks.core import (
     as_array,
     call_function,
     expect_close,
+    expect_kind,
     expected_got,
     placement_table,
     short,
@@ -103,6 +96,16 @@ def warm_up(count: int, timeout: float = WARM_UP_S) -> None:
         raise error
 
 
+def _running(cluster: Any, so: str, default: bool = True) -> None:
+    """A :class:`Wrong` for a ``LocalCluster`` not started, or stopped: ``so`` says why that
+    matters (``running`` absent: ``default``, a spec the checker can use as it is)."""
+    if not getattr(cluster, "running", default):
+        raise Wrong(
+            f"the cluster is not running, so {so}",
+            "run the cells of 'The lab's cluster', then this one",
+        )
+
+
 def _warm_up_or_wrong(count: int) -> None:
     try:
         warm_up(count)
@@ -138,6 +141,10 @@ def expected_spec(num_workers: int, ports) -> dict[str, list[str]]:
     }
 
 
+#: Task 1: the host the task names for every task.
+HOST = "127.0.0.1"
+
+
 def _is_loopback(host: str) -> bool:
     name = host.strip().strip("[]").lower()
     if name in ("localhost", "localhost.localdomain"):
@@ -160,40 +167,43 @@ def _host_port(address: str, name: str, what: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise Wrong(
             f"for {what}: task {name} has the address {address!r}, not 'host:port'",
-            "an address is the text 'host:port', e.g. f'127.0.0.1:{ports[0]}'",
+            "an address is the text 'host:port'",
         )
     return host.strip("[]"), int(port)
 
 
 def _check_host(host: str, address: str, name: str, what: str) -> None:
-    if _is_loopback(host):
+    if host == HOST:
         return
+    if _is_loopback(host):
+        raise Wrong(
+            f"for {what}: task {name} has the host {host!r}, a loopback address, but not the "
+            f"one the task names",
+            "the task names one address for every host: a name such as 'localhost' is "
+            "resolved by each machine's own resolver, and is not that address",
+        )
     if host in ("0.0.0.0", "::"):
         raise Wrong(
             f"for {what}: task {name} has the address {address!r}, which no client can connect to",
             "0.0.0.0 means 'every interface' to a server that listens; a spec names "
-            "the address clients connect to. Use 127.0.0.1 (a TensorFlow server "
-            "listens on every interface anyway)",
+            "the address clients connect to (a TensorFlow server listens on every interface "
+            "anyway)",
         )
     raise Wrong(
         f"for {what}: task {name} has the host {host!r}, which is not a loopback address",
-        "use 127.0.0.1: every task runs on this machine, and a TensorFlow server runs "
-        "any graph sent to it without authentication, so the course keeps clusters "
-        "on loopback",
+        "every task runs on this machine, and a TensorFlow server runs any graph sent to it "
+        "without authentication, so the course keeps clusters on loopback",
     )
 
 
 def _ports_hint(got_ports: Mapping[str, list], num_workers: int, ports) -> str:
     ps_last = {"ps": [ports[num_workers]], "worker": list(ports[:num_workers])}
     if dict(got_ports) == ps_last:
-        return "the ps task takes the first port, ports[0]; worker i takes ports[1 + i]"
+        return "your ps took the last port and the workers the first ones: read the order again"
     workers = got_ports["worker"]
     if sorted(workers) == sorted(ports[1:]) and workers != list(ports[1:]):
-        return (
-            "keep the order of `ports`: task i of a job is the i-th address of its list, "
-            "and worker i takes ports[1 + i]"
-        )
-    return "the ps task takes ports[0] and worker i takes ports[1 + i]"
+        return "task i of a job is the i-th address of its list: are yours in the order of `ports`?"
+    return "the task says which port of `ports` each task takes"
 
 
 def _as_cluster_spec(got: Any, what: str):
@@ -205,18 +215,17 @@ def _as_cluster_spec(got: Any, what: str):
     if isinstance(got, Mapping):
         raise Wrong(
             f"for {what}: expected a tf.train.ClusterSpec, got a dict",
-            "the dict is what TensorFlow's cluster is made of: return "
-            "tf.train.ClusterSpec(your_dict)",
+            "the dict is what TensorFlow's cluster is made of; the task asks for the "
+            "tf.train.ClusterSpec built from it",
         )
     if isinstance(got, (str, bytes)):
         raise Wrong(
             f"for {what}: expected a tf.train.ClusterSpec, got the text {short(got)}",
-            "build the dict {job: [addresses]} (json.loads turns JSON text into one) and "
-            "return tf.train.ClusterSpec(the_dict)",
+            "a tf.train.ClusterSpec is built from a dict {job: [addresses]}, not from text",
         )
     raise Wrong(
         f"for {what}: expected a tf.train.ClusterSpec, got {short(got)}",
-        "return tf.train.ClusterSpec({'ps': ['127.0.0.1:2222'], 'worker': [...]})",
+        "the task asks for a tf.train.ClusterSpec",
     )
 
 
@@ -236,13 +245,13 @@ def _tasks_of(spec: Any, what: str) -> dict[str, list[str]]:
     return jobs
 
 
-@task(LAB, 1)
+@task(LAB, 1, references=("dtf.checks.lab04.expected_spec",))
 def task1(answer: Any, num_workers: int) -> str:
     """``cluster_spec(num_workers, ports) -> tf.train.ClusterSpec``: one ``ps`` task at
     ``127.0.0.1:ports[0]`` and worker ``i`` at ``127.0.0.1:ports[1 + i]``. Checked on
     :func:`layouts`, through TensorFlow's own view of the answer (``jobs``,
     ``task_indices``, ``task_address``): the expected jobs, tasks 0 to N-1, every address
-    ``host:port`` with a loopback host (``127.0.0.1``, ``localhost``, ``::1``), no address
+    ``host:port`` with the host :data:`HOST` (another loopback name is refused), no address
     twice, and the expected ports in order."""
     cases = layouts(num_workers)
     for n, ports in cases:
@@ -292,7 +301,11 @@ def task1(answer: Any, num_workers: int) -> str:
                 got_ports[job].append(port)
         want_ports = {job: [int(a.rpartition(":")[2]) for a in expected[job]] for job in expected}
         if got_ports != want_ports:
-            raise Wrong(expected_got(expected, jobs, what), _ports_hint(got_ports, n, ports))
+            raise Wrong(  # the expected spec is the answer: not shown
+                f"for {what}: the ports are not where the task puts them (yours: "
+                f"{', '.join(f'{job} {got_ports[job]}' for job in expected)})",
+                _ports_hint(got_ports, n, ports),
+            )
     devices = ", ".join(
         f"/job:{job}/task:{i}"
         for job, addresses in expected_spec(*cases[0]).items()
@@ -300,7 +313,7 @@ def task1(answer: Any, num_workers: int) -> str:
     )
     return (
         f"TensorFlow reads the expected jobs, tasks and addresses from your ClusterSpec in "
-        f"{len(cases)} layouts; yours has the tasks {devices}, all on loopback"
+        f"{len(cases)} layouts; yours has the tasks {devices}, all on {HOST}"
     )
 
 
@@ -326,12 +339,17 @@ def stage_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return x, w1, w2
 
 
-def _tasks_that_ran(table, op_type: str) -> list[str]:
-    """The tasks (``/job:J/task:T``, in log order, each once) that ran ops of ``op_type``:
-    eager rows if there are any, else the placer's rows (a ``tf.function``)."""
+def _rows(table, op_type: str):
+    """The rows of ``op_type``: the eager ones if there are any, else the placer's (a
+    ``tf.function``), so that every op run counts once."""
     rows = table[table["op_type"] == op_type]
     eager = rows[rows["source"] == "eager"] if "source" in rows else rows
-    rows = eager if len(eager) else rows
+    return eager if len(eager) else rows
+
+
+def _tasks_that_ran(table, op_type: str) -> list[str]:
+    """The tasks (``/job:J/task:T``, in log order, each once) that ran ops of ``op_type``."""
+    rows = _rows(table, op_type)
     column = "device_full" if "device_full" in rows else "device"
     return list(dict.fromkeys(task_of(d) for d in rows[column]))
 
@@ -365,22 +383,13 @@ def task2(answer: Any, cluster: Any) -> str:
     on ``workers[1]``'s."""
     import tensorflow as tf
 
-    if getattr(cluster, "running", True) is False:  # a LocalCluster not started, or stopped
-        raise Wrong(
-            "the cluster is not running, so there is no worker to place the stages on",
-            "run the cells of 'The lab's cluster', then this one",
-        )
+    _running(cluster, "there is no worker to place the stages on")
     pair = worker_pair(cluster)
     _warm_up_or_wrong(len(worker_addresses(cluster)))
     arrays = stage_inputs()
     x, w1, w2 = (tf.constant(a) for a in arrays)
     got = call_function(answer, x, w1, w2, list(pair))
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(
-            f"expected a pair (y, placement table), got {short(got)}",
-            "return y, log.table",
-        )
-    y, table = got
+    y, table = expect_kind(got, (tuple, list), "a pair (y, placement table)", size=2)
     a, b, c = arrays
     expect_close(
         np.maximum(a @ b, 0.0) @ c,
@@ -388,7 +397,7 @@ def task2(answer: Any, cluster: Any) -> str:
         what="y",
         atol=1e-5,
         rtol=1e-5,
-        hint="stage 1 is h = tf.nn.relu(tf.matmul(x, w1)), stage 2 is y = tf.matmul(h, w2)",
+        hint="compare each stage with the formulas of the task: the ReLU belongs to stage 1",
     )
     table = placement_table(table)
     ran = _tasks_that_ran(table, "MatMul")
@@ -397,27 +406,31 @@ def task2(answer: Any, cluster: Any) -> str:
     if not ran:
         raise Wrong(
             "your placement table has no MatMul",
-            "run both stages inside the `with placement.capture() as log:` block, and return "
-            "log.table after the block",
+            "the table must be that of the capture in which both stages ran",
+        )
+    if len(_rows(table, "MatMul")) < 2:
+        raise Wrong(
+            f"your placement table shows one MatMul, on {ran[0]}: the other stage did not run "
+            "as a TensorFlow op (a product in NumPy runs in this notebook's process, and no "
+            "log sees it)",
+            "both stages are TensorFlow ops, each in the device scope of its worker",
         )
     if ran != order:
         if here in ran:
             raise Wrong(
                 f"a MatMul ran on {here}, this notebook's own process, not on a worker "
                 f"(the MatMuls ran on {', '.join(ran)})",
-                "ops run in the client unless a device scope sends them elsewhere: run stage "
-                "1 inside `with tf.device(workers[0]):` and stage 2 inside "
-                "`with tf.device(workers[1]):`",
+                "ops run in the client unless a device scope sends them elsewhere: look at "
+                "the scope in effect where each stage runs",
             )
         if len(order) == 2 and ran == order[:1]:
             raise Wrong(
                 f"both MatMuls ran on {order[0]}; stage 2 belongs on {order[1]}",
-                "run stage 2, y = tf.matmul(h, w2), inside `with tf.device(workers[1]):`",
+                "look at the device scope in effect where stage 2 runs",
             )
         raise Wrong(
             expected_got(", ".join(order), ", ".join(ran), "the tasks of the MatMuls, in order"),
-            "stage 1 inside `with tf.device(workers[0]):`, stage 2 inside "
-            "`with tf.device(workers[1]):`",
+            "stage 1 belongs on workers[0], stage 2 on workers[1]: look at the scope of each",
         )
     kind, relu = _activation(table)
     if kind is None:
@@ -521,7 +534,7 @@ def _sums(got: Any, jobs: Mapping[str, list], situation: str) -> dict[int, float
     if not isinstance(got, Mapping):
         raise Wrong(
             f"with {situation}: expected a dict {{worker index: sum or None}}, got {short(got)}",
-            "return e.g. {0: 66.0, 1: None}",
+            "one entry per worker index: its sum, or None",
         )
     out: dict[int, float | None] = {}
     for key, value in got.items():
@@ -627,7 +640,7 @@ def _expect_sums(
         elif abs(value - expected) > 1e-4:
             raise Wrong(
                 f"with {situation}: for worker {index}, expected {expected:g}, got {value:g}",
-                "return float(tf.reduce_sum(x)) computed on each worker that is up",
+                "each worker that is up sums x: the sum of all its elements, as a float",
             )
 
 
@@ -640,8 +653,8 @@ def _check_sum_placement(table, count: int) -> None:
             raise Wrong(
                 f"with every worker up: the sum for worker {index} was not computed on "
                 f"{where} (the placement log shows Sum on {shown})",
-                "compute each sum on its worker: inside `with tf.device(f'/job:worker/task:{i}'):`"
-                " call tf.reduce_sum(x)",
+                "each sum belongs on its worker: look at the device scope in effect where you "
+                "sum for worker i",
             )
 
 
@@ -692,10 +705,9 @@ def _situation_case(
         if error.detail.startswith("`") and " raised " in error.detail:  # from call()
             raise Wrong(
                 f"with {situation}: {error.detail}",
-                "a worker that is down must give None, not an exception: ask each worker "
-                "first with a bounded wait (dtf.cluster.answering(addresses, timeout)), "
-                "and catch tf.errors.OpError around the op (a worker can die after it "
-                "answered)",
+                "a worker that is down must give None, not an exception: does your function "
+                "ask each worker first, with a bounded wait, and expect an op to fail on a "
+                "worker that dies after it answered?",
             )
         raise error
     if error is not None:
@@ -713,28 +725,18 @@ def _situation_case(
 
 @task(LAB, 3)
 def task3(answer: Any, cluster: Any) -> str:
-    """``sums_on_workers(x, spec, timeout) -> {worker index: sum or None}``: ``tf.reduce_sum(x)``
-    computed on every worker that is up, ``None`` for a worker that does not answer within
-    ``timeout`` seconds, returned within ``timeout`` + :data:`SLACK_S` seconds whatever the
-    workers do, without raising.
-
-    The checker calls it three times with ``spec = cluster.as_dict()`` and ``timeout =``
-    :data:`TIMEOUT_S`, each time in a thread that it waits for at most :func:`allowed_s` +
-    :data:`GRACE_S` seconds: with every worker up (the placement log must show a Sum on every
-    worker), with worker 0 frozen (``SIGSTOP``: its port stays open, nothing answers), and with
-    the last worker killed. Afterwards, also when a check fails, it resumes the frozen worker,
-    restarts the killed one at its address and connects this process to the cluster again, so
-    the cluster is as before (tensors that lived on the restarted worker are gone)."""
+    """``sums_on_workers(x, spec, timeout) -> {worker index: sum or None}``: the sum of ``x``
+    on every worker that is up, ``None`` for one that does not answer within ``timeout``,
+    within ``timeout`` + :data:`SLACK_S` seconds, without raising. Called, each time in a
+    thread waited for at most :func:`allowed_s` + :data:`GRACE_S`, with every worker up (a
+    Sum on every worker), worker 0 frozen (``SIGSTOP``: no op may be sent to it) and the last
+    worker killed; afterwards, also after a failed check, the cluster is restored."""
     import psutil
     import tensorflow as tf
 
     from dtf import placement
 
-    if not getattr(cluster, "running", False):
-        raise Wrong(
-            "the cluster is not running, so the check cannot freeze and kill its workers",
-            "run the cells of 'The lab's cluster', then this one",
-        )
+    _running(cluster, "the check cannot freeze and kill its workers", default=False)
     _client(cluster)
     jobs = cluster.as_dict()
     count = len(jobs["worker"])
@@ -783,7 +785,7 @@ def task3(answer: Any, cluster: Any) -> str:
             {killed: "killed"},
             f"worker {killed} killed",
             "a killed worker never answers again: a loop that retries until it does never "
-            "ends. Ask with a bounded wait (dtf.cluster.answering(spec['worker'], timeout)) "
+            "ends. Ask with a wait that you bound (the text of Task 3 names a tool for it) "
             "and give up on a worker that did not answer",
         )
     finally:
@@ -868,11 +870,7 @@ def task4(answer: Any, cluster: Any) -> str:
     :data:`PUZZLE_CASES`), the key of :data:`DIAGNOSES` that says what is wrong. The checker
     makes the logs again and checks first that each shows what its mistake leaves, so a
     verdict never rests on a log that TensorFlow did not write."""
-    if getattr(cluster, "running", True) is False:
-        raise Wrong(
-            "the cluster is not running, so the logs cannot be made",
-            "run the cells of 'The lab's cluster', then this one",
-        )
+    _running(cluster, "the logs cannot be made")
     tables = placement_puzzles(cluster)
     here = _local_task(cluster) or "/job:localhost/task:0"
     for case, table in tables.items():
@@ -885,11 +883,7 @@ def task4(answer: Any, cluster: Any) -> str:
                 "restart the kernel and run the lab from the top",
             )
     got = call_function(answer)
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"expected a dict {{case: diagnosis}}, got {short(got)}",
-            "return one entry per case: " + ", ".join(repr(c) for c in PUZZLE_CASES),
-        )
+    expect_kind(got, Mapping, "a dict {case: key of DIAGNOSES}")
     wrong = []
     for case, kind in PUZZLE_CASES.items():
         if case not in got:

@@ -1,35 +1,24 @@
 """Checkers of Lab 05 · The mirrored training step (``labs/05_mirrored_step_lab.ipynb``).
 
-1. :func:`task1`: the distributed dataset: global batches of ``per_replica_batch`` examples
-   per replica, the smaller last batch dropped, split among the replicas by
-   ``strategy.experimental_distribute_dataset``;
-2. :func:`task2`: one replica's loss, scaled by the *global* batch
-   (``tf.nn.compute_average_loss``), so that the replicas' losses add up to the mean loss;
-3. :func:`task3`: the model and the optimizer created, and the optimizer built, inside
-   ``strategy.scope()``;
-4. :func:`task4`: the distributed step (``strategy.run`` with the ``GradientTape`` inside,
-   ``strategy.reduce(SUM, ...)``), run on the lab's ``MirroredStrategy`` and compared with
-   single-device steps from the same initial weights on the same global batches;
+1. :func:`task1`: the distributed dataset of full global batches, in order;
+2. :func:`task2`: one replica's loss, scaled by the *global* batch;
+3. :func:`task3`: the model and the optimizer created, and the optimizer built, in the scope;
+4. :func:`task4`: the distributed step, compared with single-device steps;
 5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way;
-6. :func:`task6`: a decision, no code to run: the auto-shard policy for each of several
-   layouts of files or arrays on several workers, judged by the rules notebooks 11d and 11e measured
-   (:func:`policy_outcome`);
-7. :func:`task7`: a diagnosis: the bottleneck of a deliberately slow step, and its share of
-   the step's time, read from the step's ``tf.profiler`` trace (notebook 12b); judged against
-   the same trace with :mod:`dtf.profiling`, and against a second trace the checker captures,
-   whose bottleneck differs.
+6. :func:`task6`: the auto-shard policy of several layouts, judged by the rules notebooks
+   11d and 11e measured (:func:`policy_outcome`);
+7. :func:`task7`: the bottleneck of a slow step and its share, read from its trace, and from
+   a second trace the checker captures.
 
 The checkers use the lab's strategy and never create one: a second ``MirroredStrategy`` in
-the same process makes the collective all-reduce of both fail with a "shape mismatch" that
-says to restart the program (tensorflow#62790; measured with TensorFlow 2.21, which uses
-collective all-reduce over logical CPUs).
+the same process makes the collective all-reduce of both fail with a "shape mismatch"
+(tensorflow#62790, measured with TensorFlow 2.21).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -41,7 +30,10 @@ from dtf.checks.core import (
     call,
     call_function,
     expect_close,
+    expect_kind,
     expected_got,
+    full_float32,
+    numbered,
     short,
     task,
 )
@@ -112,12 +104,6 @@ def _on_replicas(n: int) -> str:
     return "on the only replica" if n == 1 else f"on each of the {n} replicas"
 
 
-def _expected(description: str, got: Any, what: str | None = None) -> str:
-    """``"for <what>: expected <description>, got <got, shortened>"``."""
-    prefix = f"for {what}: " if what else ""
-    return f"{prefix}expected {description}, got {short(got)}"
-
-
 def _count(n: int) -> str:
     """``"1 replica"``, ``"4 replicas"``."""
     return f"{n} replica{'' if n == 1 else 's'}"
@@ -131,27 +117,6 @@ def _per_example_losses(labels, logits) -> np.ndarray:
     import tensorflow as tf
 
     return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits).numpy()
-
-
-def _scrub(text: str) -> str:
-    """``text`` without what changes from one run to the next: Python object addresses
-    (``<X object at 0x7f...>``) and the variable TensorFlow quotes after ``not:`` (its name
-    holds Keras' layer counter)."""
-    text = re.sub(r" object at 0x[0-9a-fA-F]+", "", text)
-    return re.sub(r",? not: <tf\.Variable.*$", "", text)
-
-
-def _call_with_hints(answer: Any, hints: Sequence[tuple[str, str]], *args: Any) -> Any:
-    """:func:`call_function`, with a hint of its own for the errors ``hints`` names (a
-    pattern of the error's message, and the hint)."""
-    try:
-        return call_function(answer, *args)
-    except Wrong as exc:
-        detail = _scrub(exc.detail)
-        for pattern, hint in hints:
-            if re.search(pattern, detail):
-                raise Wrong(detail, hint) from None
-        raise Wrong(detail, exc.hint) from None
 
 
 def _created_in_scope(strategy: Any, variable: Any) -> bool:
@@ -172,20 +137,6 @@ def _variable_label(model: Any, variable: Any) -> str:
             if getattr(layer, kind, None) is variable:
                 return f"layer {i}'s {kind}"
     return f"the variable {getattr(variable, 'path', getattr(variable, 'name', '?'))}"
-
-
-@contextmanager
-def _full_float32():
-    """GPUs multiply float32 matrices in TensorFloat-32 by default (about 3 significant
-    digits), which alone would exceed the tolerance: compare in full float32."""
-    import tensorflow as tf
-
-    tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
-    tf.config.experimental.enable_tensor_float_32_execution(False)
-    try:
-        yield
-    finally:
-        tf.config.experimental.enable_tensor_float_32_execution(tf32)
 
 
 def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE):
@@ -234,12 +185,6 @@ def _close(a, b, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
 # --------------------------------------------------------------------------- task 1
 
 
-def _indexed(size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``x[i] = [i, -i]`` and ``y[i] = i``: every example says which one it is."""
-    i = np.arange(size)
-    return np.stack([i, -i], axis=1).astype(np.float32), i.astype(np.int64)
-
-
 def _not_distributed(got: Any, what: str) -> None:
     import tensorflow as tf
 
@@ -250,18 +195,15 @@ def _not_distributed(got: Any, what: str) -> None:
             f"for {what}: you returned a tf.data.Dataset, not a distributed one: given to "
             "strategy.run, each of its batches would reach every replica whole, and each "
             "replica would train on the whole global batch",
-            "return strategy.experimental_distribute_dataset(dataset): it splits each global "
-            "batch into one shard per replica",
+            "the task asks for a distributed dataset: the strategy makes one from a dataset, "
+            "and splits each global batch of it into one shard per replica",
         )
     if isinstance(got, tf.distribute.DistributedIterator):
         raise Wrong(
             f"for {what}: you returned an iterator over the distributed dataset",
-            "return the distributed dataset itself (the checker iterates over it)",
+            "the checker iterates over the distributed dataset itself, not over an iterator",
         )
-    raise Wrong(
-        _expected("a distributed dataset", got, what),
-        "return strategy.experimental_distribute_dataset(dataset)",
-    )
+    raise Wrong(f"for {what}: expected a distributed dataset, got {short(got)}")
 
 
 def _read_batches(strategy: Any, got: Any, n: int, limit: int, what: str) -> list:
@@ -273,7 +215,7 @@ def _read_batches(strategy: Any, got: Any, n: int, limit: int, what: str) -> lis
         if not isinstance(element, (tuple, list)) or len(element) != 2:
             raise Wrong(
                 f"for {what}: each element must be a pair (x, y), got {short(element)}",
-                "make the dataset from the pair: tf.data.Dataset.from_tensor_slices((x, y))",
+                "each element of the dataset is a pair: the examples, then their labels",
             )
         xs = [as_array(t) for t in strategy.experimental_local_results(element[0])]
         ys = [as_array(t) for t in strategy.experimental_local_results(element[1])]
@@ -293,8 +235,8 @@ def _read_batches(strategy: Any, got: Any, n: int, limit: int, what: str) -> lis
             if not np.array_equal(x_r[:, 0].astype(np.int64), y_r):
                 raise Wrong(
                     f"for {what}: the labels no longer belong to their examples",
-                    "keep x and y together in one dataset, from_tensor_slices((x, y)), and "
-                    "shuffle or batch that dataset, not x and y separately",
+                    "keep x and y together in one dataset, and batch that dataset, not x and y "
+                    "separately",
                 )
             shards.append(y_r)
         batches.append(shards)
@@ -311,16 +253,15 @@ def _check_batches(batches: list, per: int, n: int, size: int, what: str) -> Non
         raise Wrong(
             f"for {what}: each global batch holds {per} examples, which the {n} replicas "
             f"share as {_sizes(sizes[0])}: that is a batch of per_replica_batch examples",
-            f"batch by the global batch, per_replica_batch * strategy.num_replicas_in_sync "
-            f"(here {g}): experimental_distribute_dataset splits each batch among the "
-            "replicas",
+            "per_replica_batch is what each replica gets: the strategy splits each batch of "
+            "your dataset among the replicas",
         )
     seen = np.concatenate([shard for batch in batches for shard in batch])
     if len(np.unique(seen)) != len(seen) or len(batches) > full + 1:
         raise Wrong(
             f"for {what}: expected {full} global batches of {g}, got more, with examples "
             "seen twice",
-            "go through the data once: no repeat()",
+            "one pass over the data: every example once",
         )
     if (
         len(batches) == full + 1
@@ -334,7 +275,8 @@ def _check_batches(batches: list, per: int, n: int, size: int, what: str) -> Non
             f"replicas get {_sizes(last)} of them{empty}: unequal shards, a loss that must "
             "be divided by another global batch size, and a new input shape for the "
             "tf.function to trace",
-            "drop the smaller last batch: .batch(global_batch, drop_remainder=True)",
+            "the task asks for full global batches only: batch() can leave the smaller last "
+            "one out",
         )
     for i, s in enumerate(sizes):
         if s != [per] * n:
@@ -342,13 +284,20 @@ def _check_batches(batches: list, per: int, n: int, size: int, what: str) -> Non
                 expected_got(
                     _sizes([per] * n), _sizes(s), f"the examples per replica in batch {i} of {what}"
                 ),
-                f"batch by per_replica_batch * strategy.num_replicas_in_sync (here {g}) "
-                "with drop_remainder=True",
+                f"every step is one full global batch of {g} examples, split equally among "
+                "the replicas",
             )
     if len(batches) != full:
         raise Wrong(
             expected_got(full, len(batches), f"the number of global batches of {g} for {what}"),
-            "batch all of (x, y) once, with drop_remainder=True",
+            "one pass over all of (x, y), in full global batches",
+        )
+    if not np.array_equal(seen, np.arange(len(seen))):
+        raise Wrong(
+            f"for {what}: the replicas got the examples in another order than (x, y) holds "
+            "them: the task asks for them in order, so that tasks 4 and 5 can compare with "
+            "one device on the same batches",
+            "something between the arrays and the batches reorders the examples: no shuffle here",
         )
 
 
@@ -358,14 +307,14 @@ def task1(answer: Any, strategy: Any) -> str:
     batches of ``per_replica_batch * num_replicas_in_sync`` examples, the smaller last batch
     dropped, distributed with ``strategy.experimental_distribute_dataset``. Called for two
     per-replica batches with data of two full global batches and a half one; every example
-    carries its number, so the checker sees what each replica receives (shuffling is fine,
-    repeating is not)."""
+    carries its number, so the checker sees what each replica receives: the examples in
+    order, each once (no shuffling, no repeating)."""
     n = _replicas(strategy)
     shapes = []
     for per in TASK1_PER_REPLICA:
         g = per * n
         size = 2 * g + max(1, g // 2)
-        x, y = _indexed(size)
+        x, y = numbered(size)
         what = f"{size} examples and per_replica_batch={per}"
         got = call_function(answer, x, y, strategy, per)
         _not_distributed(got, what)
@@ -401,8 +350,8 @@ def _task2_wrong(value: float, shard: np.ndarray, probs: np.ndarray, sizes, what
     expected = shard.sum() / total if len(shard) else 0.0
     shown = f"for {what}: expected {expected:.6g}, got {value:.6g}"
     compute = (
-        "divide the sum of the replica's per-example losses by the global batch: "
-        "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)"
+        "a replica's share is the sum of its per-example losses divided by the global batch "
+        "size (the text of Task 2 names TensorFlow's function for it)"
     )
     if len(shard) and np.isclose(value, shard.mean(), atol=1e-5):
         raise Wrong(
@@ -430,12 +379,12 @@ def _task2_wrong(value: float, shard: np.ndarray, probs: np.ndarray, sizes, what
     if len(shard) and np.isclose(value, probs.sum() / total, atol=1e-5):
         raise Wrong(
             f"{shown}: the logits were taken for probabilities",
-            "the model returns logits: use from_logits=True",
+            "the model returns logits, not probabilities: tell the loss so",
         )
     raise Wrong(
         shown,
-        "compute the per-example losses with keras.losses.sparse_categorical_crossentropy("
-        "labels, logits, from_logits=True), then " + compute,
+        "the per-example losses are the cross-entropies of the class numbers and the logits; "
+        + compute,
     )
 
 
@@ -480,15 +429,13 @@ def task2(answer: Any) -> str:
             except (TypeError, ValueError):
                 if size == 0:
                     _empty_shard_wrong(got, what)
-                raise Wrong(_expected("one number", got, what)) from None
+                raise Wrong(f"for {what}: expected one number, got {short(got)}") from None
             if size == 0 and value.shape != ():
                 _empty_shard_wrong(got, what)
             if value.shape != ():
                 raise Wrong(
                     f"for {what}: expected one number, got shape {value.shape}",
-                    "return the replica's share of the loss as a scalar: "
-                    "tf.nn.compute_average_loss(per_example_loss, "
-                    "global_batch_size=global_batch_size)",
+                    "a replica's share of the loss is one number, however many examples it has",
                 )
             expected = losses[start:stop].sum() / total
             if not np.isclose(float(value), expected, atol=1e-5, rtol=0):
@@ -507,18 +454,17 @@ def task2(answer: Any) -> str:
 _TASK3_ERRORS = (
     (
         r"Need to be inside .*strategy\.scope\(\)",
-        "call optimizer.build(...), which creates the optimizer's momentum variables, inside "
-        "the `with strategy.scope():` block where you created the optimizer",
+        "the optimizer's build creates its momentum variables: where was it built?",
     ),
     (
         r"Mixing different tf\.distribute\.Strategy objects",
-        "create the optimizer inside `with strategy.scope():` too: one created outside belongs "
-        "to the default strategy and cannot make variables for the mirrored model",
+        "an optimizer created outside the strategy's scope belongs to the default strategy "
+        "and cannot make variables for the mirrored model: where was it created?",
     ),
     (
         r"colocate_vars_with.*must only be passed a variable created in this",
-        "create the model inside `with strategy.scope():` too: the optimizer's variables are "
-        "mirrored like the model's, so the model's must be mirrored as well",
+        "the optimizer's variables are mirrored like the model's, so the model's must be "
+        "mirrored as well: where was the model created?",
     ),
 )
 
@@ -533,24 +479,21 @@ def task3(answer: Any, strategy: Any) -> str:
     import keras
 
     n = _replicas(strategy)
-    got = _call_with_hints(answer, _TASK3_ERRORS, strategy)
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(
-            _expected("a pair (model, optimizer)", got),
-            "return model, optimizer",
-        )
-    model, optimizer = got
+    try:  # TensorFlow quotes a variable after "not:", its name with Keras' layer counter
+        got = call_function(answer, strategy, hints=_TASK3_ERRORS)
+    except Wrong as exc:
+        raise Wrong(re.sub(r",? not: <tf\.Variable.*$", "", exc.detail), exc.hint) from None
+    model, optimizer = expect_kind(got, (tuple, list), "a pair (model, optimizer)", size=2)
     if isinstance(model, keras.optimizers.Optimizer) and isinstance(optimizer, keras.Model):
-        raise Wrong("you returned (optimizer, model)", "return them as model, optimizer")
-    if not isinstance(model, keras.Model):
-        raise Wrong(_expected("a Keras model", model, "the first item"), "return model, optimizer")
+        raise Wrong("you returned (optimizer, model)", "the model comes first")
+    expect_kind(model, keras.Model, "a Keras model", what="the first item")
     variables = list(model.trainable_variables)
     if not variables:
         raise Wrong(
             "the model has no variables yet: it is built (and its variables created) at its "
             "first call, which would be inside the tf.function on the first step",
-            "use checks.lab05.make_model(): it has an Input, so its variables are created "
-            "at once, in the scope",
+            "the task names the lab's network: it has an Input, so its variables are "
+            "created at once, where it is created",
         )
     outside = [_variable_label(model, v) for v in variables if not _created_in_scope(strategy, v)]
     if outside:
@@ -559,13 +502,10 @@ def task3(answer: Any, strategy: Any) -> str:
             f"the model's variables ({listed}) "
             f"were created outside strategy.scope(): each is one variable on one device, not "
             f"a mirrored copy {_on_replicas(n)}",
-            "create the model inside `with strategy.scope():`",
+            "a variable is mirrored when it is created in the strategy's scope: where was "
+            "the model created?",
         )
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise Wrong(
-            _expected("a Keras optimizer", optimizer, "the second item"),
-            "return model, optimizer",
-        )
+    expect_kind(optimizer, keras.optimizers.Optimizer, "a Keras optimizer", what="the second item")
     if not _created_in_scope(strategy, optimizer.iterations):
         raise Wrong(
             "the optimizer was created outside strategy.scope(): its own variables (its step "
@@ -573,7 +513,8 @@ def task3(answer: Any, strategy: Any) -> str:
             "replica updates in turn, once per replica and step"
             + (f" (here {n} times per step)" if n > 1 else "")
             + ", so training drifts away from single-device training without any error",
-            "create the optimizer inside the same `with strategy.scope():` block as the model",
+            "its variables are mirrored only if it is created in the strategy's scope, as the "
+            "model is",
         )
     settings = (
         type(optimizer).__name__,
@@ -584,14 +525,15 @@ def task3(answer: Any, strategy: Any) -> str:
     if settings[0] != wanted[0] or not np.allclose(settings[1:], wanted[1:]):
         raise Wrong(
             expected_got(wanted, settings, "the optimizer (type, learning rate, momentum)"),
-            "use keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM)",
+            "the task names the optimizer and its settings, LEARNING_RATE and MOMENTUM",
         )
     if not optimizer.built:
         raise Wrong(
             "the optimizer is not built: Keras 3 would create its momentum variables in the "
             "tf.function at the first step, on every replica at once (with more than one "
             "replica the step fails with 'You must feed a value for placeholder tensor')",
-            "inside the scope, after creating it: optimizer.build(model.trainable_variables)",
+            "an optimizer creates its momentum variables when it is built: the task says "
+            "when and where that must happen",
         )
     momentums = list(getattr(optimizer, "momentums", []))
     if len(momentums) != len(variables) or any(
@@ -599,12 +541,13 @@ def task3(answer: Any, strategy: Any) -> str:
     ):
         raise Wrong(
             "the optimizer was built for other variables than the model's",
-            "build it for the model's: optimizer.build(model.trainable_variables)",
+            "an optimizer is built for the variables it will update: the model's",
         )
     if not all(_created_in_scope(strategy, v) for v in optimizer.variables):
         raise Wrong(
             "some of the optimizer's variables were created outside strategy.scope()",
-            "create and build the optimizer inside `with strategy.scope():`",
+            "every variable of the optimizer is created where it is created and built: in the "
+            "strategy's scope",
         )
     return (
         f"the model's {len(variables)} variables and the optimizer's "
@@ -654,24 +597,23 @@ def _loss_of(value: Any, what: str) -> float:
     if value is None:
         raise Wrong(
             f"{what} returned None",
-            "return the loss of the global batch: strategy.reduce(tf.distribute.ReduceOp.SUM, "
-            "per_replica_losses, axis=None)",
+            "train_step returns the loss of the global batch, one number",
         )
     if isinstance(value, tf.distribute.DistributedValues):
         raise Wrong(
             f"{what} returned the replicas' losses, one per replica, not the loss of the "
             "global batch",
-            "combine them: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, "
-            "axis=None)",
+            "the strategy turns per-replica values into one: choose its ReduceOp knowing that "
+            "each replica's loss is already divided by the global batch",
         )
     try:
         array = as_array(value).astype(np.float64)
     except (TypeError, ValueError):
-        raise Wrong(_expected("the loss, one number", value, what)) from None
+        raise Wrong(f"{what} returned {short(value)}, not the loss, one number") from None
     if array.shape != ():
         raise Wrong(
             f"{what} returned shape {array.shape}, expected one number",
-            "reduce over the replicas with axis=None: each replica's loss is already a number",
+            "each replica's loss is already one number: reduce over the replicas only",
         )
     return float(array)
 
@@ -683,29 +625,24 @@ def _ran_on_replicas(notes: _Notes, strategy: Any, n: int) -> None:
             "your step never ran the model inside strategy.run: it ran in the cross-replica "
             "context, where one device computes the whole global batch and nothing is "
             "distributed",
-            "compute the logits, loss and gradients in a function that you give to "
-            "strategy.run(step_fn, args=(batch,))",
+            "the forward pass, the loss and the gradients belong in the function that "
+            "strategy.run runs on every replica",
         )
     if replicas != set(range(n)):
         raise Wrong(
             f"the model ran on replicas {sorted(replicas)} only, of {n}",
-            "run the step with strategy.run(step_fn, args=(batch,))",
+            "strategy.run runs a function on every replica: does your step go through it?",
         )
 
 
-@task(LAB, 4)
+@task(LAB, 4, references=("dtf.multiworker.make_train_step",))
 def task4(answer: Any, strategy: Any) -> str:
-    """``make_train_step(strategy, model, optimizer, global_batch_size) -> train_step``,
-    where ``train_step(batch)`` takes one element of a distributed dataset, runs one
-    synchronous step on every replica and returns the mean loss of the global batch.
-
-    The checker builds the network and the optimizer in the strategy's scope (as task 3),
-    runs the learner's step for :data:`STEPS` global batches of digits and, from the same
-    initial weights, single-device steps on the same global batches; losses and weights
-    must agree to :data:`ATOL`. A probe layer checks that the model ran inside
-    ``strategy.run`` on every replica. With more than one replica, the two usual slips are
-    named: a loss averaged per replica (the weights of a step ``n`` times too large) and
-    ``ReduceOp.MEAN`` (a loss ``n`` times too small)."""
+    """``make_train_step(strategy, model, optimizer, global_batch_size) -> train_step``, a
+    ``tf.function`` that runs one synchronous step on every replica and returns the mean loss
+    of the global batch. Run for :data:`STEPS` global batches of digits beside single-device
+    steps from the same weights (losses and weights to :data:`ATOL`); a probe layer checks
+    that the model ran inside ``strategy.run`` on every replica. A loss averaged per replica
+    and ``ReduceOp.MEAN`` are named."""
     from dtf import data
 
     n = _replicas(strategy)
@@ -720,11 +657,14 @@ def task4(answer: Any, strategy: Any) -> str:
     initial = model.get_weights()
     step = call_function(answer, strategy, model, optimizer, g)
     if not callable(step):
+        raise Wrong(f"make_train_step returned {short(step)}, not the function train_step")
+    if not hasattr(step, "get_concrete_function"):
         raise Wrong(
-            _expected("the function train_step", step, "make_train_step's result"),
-            "return train_step (the function itself)",
+            "train_step is a plain Python function, not a tf.function: each call would run "
+            "the replicas' step eagerly, op by op, from Python",
+            "the task says what kind of function train_step must be",
         )
-    with _full_float32():
+    with full_float32():
         losses = [
             _loss_of(call(step, element), f"train_step, step {i},")
             for i, element in enumerate(strategy.experimental_distribute_dataset(batches))
@@ -736,8 +676,7 @@ def task4(answer: Any, strategy: Any) -> str:
     if all(np.array_equal(a, b) for a, b in zip(initial, got, strict=True)):
         raise Wrong(
             f"after {STEPS} steps the weights are still the initial ones",
-            "in step_fn, after tape.gradient: optimizer.apply_gradients(zip(grads, "
-            "model.trainable_variables))",
+            "the optimizer must apply the gradients, on every replica, once per step",
         )
     names = [_variable_label(model, v) for v in model.trainable_variables]
     if n > 1 and not _close(expected, got) and _close(scaled, got):
@@ -745,8 +684,8 @@ def task4(answer: Any, strategy: Any) -> str:
             f"the weights after {STEPS} steps are those of single-device training with "
             f"steps {n} times too large: each replica's loss was the mean over its own "
             f"shard, and the all-reduce adds up the {n} replicas' gradients",
-            "scale each replica's loss by the global batch, with your replica_loss (Task 2): "
-            "tf.nn.compute_average_loss(per_example_loss, global_batch_size=global_batch_size)",
+            "each replica's loss must be divided by the global batch, as your replica_loss "
+            "(Task 2) does: does your step use it?",
         )
     worst = 0.0
     for name, want, have in zip(names, expected, got, strict=True):
@@ -757,8 +696,8 @@ def task4(answer: Any, strategy: Any) -> str:
                 have,
                 what=f"{name} after {STEPS} steps (vs. single-device training)",
                 atol=ATOL,
-                hint="in step_fn: the logits, the loss (your replica_loss) and tape.gradient "
-                "inside the GradientTape, then optimizer.apply_gradients",
+                hint="look at the order inside the function each replica runs: the logits, the "
+                "loss (your replica_loss) and the gradients inside the tape, then one update",
             ),
         )
     what = f"the loss train_step returned at each of the {STEPS} steps"
@@ -767,26 +706,21 @@ def task4(answer: Any, strategy: Any) -> str:
             f"{expected_got(np.array(expected_losses), np.array(losses), what)}; the weights "
             f"are right, but the loss is {n} times too small: ReduceOp.MEAN averaged the "
             "replicas' losses, each of which is already divided by the global batch",
-            "add them up: strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, "
-            "axis=None)",
+            "each replica's loss is already a share of the global batch's loss: which "
+            "ReduceOp turns the shares into the whole?",
         )
     expect_close(
         np.array(expected_losses),
         np.array(losses),
         what=what,
         atol=ATOL,
-        hint="return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)",
-    )
-    note = (
-        ""
-        if hasattr(step, "get_concrete_function")
-        else "; train_step is not a tf.function, so each call runs the replicas from Python, "
-        "slowly: decorate it with @tf.function"
+        hint="train_step returns the loss of the global batch: look at how you combine the "
+        "replicas' losses",
     )
     return (
         f"{STEPS} steps over {_count(n)} match single-device training on the same global "
         f"batches of {g} (losses {', '.join(f'{v:.4f}' for v in losses)}; largest weight "
-        f"difference {worst:.1e}){note}"
+        f"difference {worst:.1e})"
     )
 
 
@@ -814,39 +748,31 @@ def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
             "use a smaller PER_DEVICE_BATCH",
         )
     got = call_function(answer, strategy, x, y, per)
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(_expected("a pair (model, losses)", got), "return model, losses")
-    model, losses = got
+    model, losses = expect_kind(got, (tuple, list), "a pair (model, losses)", size=2)
     try:
         losses = [float(as_array(v)) for v in losses]
     except (TypeError, ValueError):
-        raise Wrong(
-            _expected("a list of numbers, one loss per step", losses),
-            "collect float(train_step(batch)) for each batch",
-        ) from None
+        raise Wrong(f"expected a list of numbers, one loss per step, got {short(losses)}") from None
     if len(losses) != steps:
         raise Wrong(
             expected_got(steps, len(losses), f"the number of steps of one epoch ({len(x)} // {g})"),
-            "one step per global batch of your distribute(...) (Task 1), which drops the "
-            "smaller last batch"
+            "one step per full global batch of your distribute(...) (Task 1)"
             if len(losses) > steps
-            else "give distribute(...) the per-replica batch: it multiplies it by the number "
-            "of replicas itself",
+            else "your distribute(...) takes the per-replica batch, not the global one",
         )
     variables = list(getattr(model, "trainable_variables", []))
     if not variables or not all(_created_in_scope(strategy, v) for v in variables):
         raise Wrong(
             "the model's variables are not mirrored variables of this strategy",
-            "build the model with your make_model_and_optimizer(strategy) (Task 3)",
+            "your make_model_and_optimizer (Task 3) makes mirrored ones: does the epoch use it?",
         )
-    with _full_float32():
+    with full_float32():
         expected_losses, expected = _single_device(
             _global_batches(x, y, g), make_model().get_weights()
         )
     hint = (
-        "train with your pieces: make_model_and_optimizer(strategy), make_train_step(strategy, "
-        "model, optimizer, global_batch) and one pass over distribute(x, y, strategy, "
-        "per_replica_batch); the checks of tasks 1 to 4 say which piece is wrong"
+        "train with your pieces of tasks 1, 3 and 4, one pass over the data; their checks "
+        "say which piece is wrong"
     )
     expect_close(
         np.array(expected_losses), np.array(losses), what="the losses", atol=ATOL, hint=hint
@@ -986,18 +912,14 @@ def _policy_name(value: Any) -> str | None:
     return None
 
 
-@task(LAB, 6)
+@task(LAB, 6, references=("dtf.checks.lab05.policy_outcome",))
 def task6(answer: Any) -> str:
     """``shard_policies() -> {layout: policy}``: an auto-shard policy for every layout of
     :data:`SHARDING_LAYOUTS` (``tf.data.experimental.AutoShardPolicy`` members or their
     names). Each choice is judged by :func:`policy_outcome`; the message names the first
     layout whose choice does not meet its goal, and what that choice would do there."""
     got = call_function(answer)
-    if not isinstance(got, dict):
-        raise Wrong(
-            f"expected a dict {{layout: policy}}, got {short(got)}",
-            "return one entry per layout: " + ", ".join(repr(k) for k in SHARDING_LAYOUTS),
-        )
+    expect_kind(got, dict, "a dict {layout: policy}")
     missing = [k for k in SHARDING_LAYOUTS if k not in got]
     if missing:
         raise Wrong(
@@ -1071,13 +993,7 @@ def _summed_durations(table_ops, steps) -> dict[str, float]:
 
 
 def _pair(got: Any) -> tuple[str, float]:
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(
-            f"expected a pair (kind, share), got {short(got)}",
-            'return two values, e.g. return kind, share, with kind one of "compute", '
-            '"communication", "input", "idle"',
-        )
-    kind, share = got
+    kind, share = expect_kind(got, (tuple, list), "a pair (kind, share)", size=2)
     if not isinstance(kind, str) or kind not in BOTTLENECK_KINDS:
         raise Wrong(
             f"expected a kind of time, got {short(got[0])}",
@@ -1087,7 +1003,8 @@ def _pair(got: Any) -> tuple[str, float]:
         share = float(as_array(share))
     except (TypeError, ValueError):
         raise Wrong(
-            f"expected the share as a number, got {short(got[1])}", "return float(share)"
+            f"expected the share as a number, got {short(got[1])}",
+            "the share is one number, between 0 and 1",
         ) from None
     return kind, share
 
@@ -1127,19 +1044,16 @@ def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) ->
     if abs(share - want_share) > SHARE_TOLERANCE:
         per_step = table[kind] / table["step_ms"]
         if share > 1:
-            hint = (
-                "a share is a fraction of the steps' time, between 0 and 1: divide the "
-                "milliseconds by the steps' milliseconds"
-            )
+            hint = "a share is a fraction of the steps' time, between 0 and 1, not milliseconds"
         elif any(abs(share - float(v)) <= SHARE_TOLERANCE / 10 for v in per_step):
             hint = (
-                "that is the share in one step; take every traced step: the kind's "
-                "milliseconds summed over the steps, divided by the sum of step_ms"
+                "that is the share in one step; the task asks for the share over all the "
+                "traced steps together"
             )
         else:
             hint = (
-                "the share is the kind's milliseconds summed over every traced step, divided "
-                "by the sum of the steps' step_ms (profiling.shares)"
+                "the share is over all the traced steps together: look at how you add up the "
+                "steps, and what you divide by"
             )
         raise Wrong(f"your share of {kind}, {share:.3f}, is not its share in the trace", hint)
     return f"{kind}, {share:.0%} of the steps' time"
@@ -1178,7 +1092,7 @@ def _judge_trace(answer: Any, logdir: Any) -> str:
     return judge_bottleneck(got, table, _summed_durations(table_ops, steps))
 
 
-@task(LAB, 7)
+@task(LAB, 7, references=("dtf.checks.lab05.trace_bottleneck", "dtf.checks.lab05.bottleneck"))
 def task7(answer: Any, logdir: Any) -> str:
     """``find_bottleneck(logdir) -> (kind, share)``: the kind of time (a column of
     ``dtf.profiling.breakdown``: compute, communication, input or idle) with the largest

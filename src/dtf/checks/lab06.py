@@ -1,33 +1,14 @@
 """Checkers of Lab 06 · Surviving a killed worker (``labs/06_fault_tolerance_lab.ipynb``).
 
-The lab's workers are :mod:`dtf.multiworker` processes running the worker program of
-notebook 11 (:mod:`dtf.multiworker.program`). Task 1 is a part of that program, written with
-TensorFlow and run here as each worker would run it; Task 3 is the data part; Tasks 2 and 4
-are what happens *around* the workers. Each checker verifies its answer against what
-TensorFlow and the real workers do:
+The lab's workers are :mod:`dtf.multiworker` processes running notebook 11's worker program;
+each checker verifies its answer against what TensorFlow and real workers do:
 
-1. :func:`task1`: each worker's ``tf.train.CheckpointManager`` and the restore on start:
-   the chief's manager saves into the real folder, every other worker's into a folder of its
-   own inside it, and every worker restores the latest checkpoint of the real folder. Run
-   for every task of three clusters (the lab's workers, a cluster with a ``chief`` job, one
-   process without ``TF_CONFIG``): every task saves with its manager, chief first, and the
-   real folder must then hold the chief's checkpoint; started again, every task must have
-   restored the chief's checkpoint, not its own folder's.
-2. :func:`task2`: which workers failed and how fast the others noticed, from the launcher's
-   results: two made-up runs, then a real run of the lab's workers in which the checker
-   kills the chief.
-3. :func:`task3`: the stream of global batches from the first batch not trained yet (a
-   distributed iterator cannot be checkpointed): compared batch by batch with the workers'
-   stream on numbered examples, then used for real: training restored from a checkpoint
-   and continued on it must end with the weights of an uninterrupted run (to
-   :data:`RESUME_ATOL`; bit for bit on a CPU).
-4. :func:`task4`: the supervisor, the cluster manager's job: run the workers and, after a
-   failure, restart all of them with the same configuration, at most ``max_restarts``
-   times. The checker hands it a launcher that kills the last worker after
-   ``fail_at_step`` in the first run, and checks the restart: every worker restored the
-   chief's latest checkpoint (step and weights equal to the checkpoint's, bit for bit) and
-   ended with the weights of an uninterrupted run (to :data:`WEIGHT_TOL`). A second case
-   kills a worker in every run: the supervisor must give up after ``max_restarts``.
+1. :func:`task1`: each worker's ``tf.train.CheckpointManager`` and its restore on start;
+2. :func:`task2`: which workers failed and how fast the others noticed, from a launcher's
+   results (made-up runs, then a real one in which the checker kills the chief);
+3. :func:`task3`: the stream of global batches from the first one not trained yet;
+4. :func:`task4`: the supervisor that restarts every worker after a failure, a bounded
+   number of times.
 
 Verdicts hold no measured time, so that checking the same answer again gives the same line.
 """
@@ -43,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Mapping
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -53,7 +35,10 @@ from dtf.checks.core import (
     as_array,
     call_function,
     expect_close,
+    expect_kind,
     expected_got,
+    listed,
+    numbered,
     short,
     task,
 )
@@ -93,16 +78,6 @@ CRASH_LOOP_STEPS, CRASH_LOOP_EVERY, CRASH_LOOP_AFTER, CRASH_LOOP_RESTARTS = 6, 2
 # --------------------------------------------------------------------------- helpers
 
 
-def _call_with_hint(answer: Any, hint: str, *args: Any, where: str = "") -> Any:
-    """:func:`call_function`, whose "raised" verdicts get ``hint`` instead of the generic one,
-    and say ``for <where>`` first when given."""
-    try:
-        return call_function(answer, *args)
-    except Wrong as exc:
-        detail = f"for {where}: {exc.detail}" if where else exc.detail
-        raise Wrong(detail, hint if "raised" in exc.detail else exc.hint) from None
-
-
 def _tasks(n: int) -> str:
     return f"{n} worker{'' if n == 1 else 's'}"
 
@@ -112,11 +87,7 @@ def _states(results: Mapping[int, Any]) -> str:
 
 
 def _workers(tasks) -> str:
-    tasks = sorted(tasks)
-    if not tasks:
-        return "none"
-    named = [f"worker {t}" for t in tasks]
-    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    return listed([f"worker {t}" for t in sorted(tasks)]) or "none"
 
 
 # --------------------------------------------------------------------------- task 1
@@ -202,13 +173,11 @@ def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, whe
         "with no TF_CONFIG (tf_config is None) the process is alone, and its own chief: its "
         "manager saves into base"
         if tf_config is None
-        else "parse the text: config = json.loads(tf_config); the task is config['task'] "
-        "({'type': ..., 'index': ...}), the cluster config['cluster']"
+        else "tf_config is JSON text: its task says who this process is, its cluster who the "
+        "others are"
     )
-    try:
-        got = _call_with_hint(answer, hint, checkpoint, base, tf_config)
-    except Wrong as exc:
-        raise Wrong(f"{where}: {exc.detail}", exc.hint) from None
+    raised = (("raised", hint),)
+    got = call_function(answer, checkpoint, base, tf_config, hints=raised, where=where[4:])
     if got is None:
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got None",
@@ -222,15 +191,14 @@ def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, whe
         )
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got {shown}",
-            "create it and return it: tf.train.CheckpointManager(checkpoint, directory, "
-            "max_to_keep=2)",
+            "every task gets a tf.train.CheckpointManager of its checkpoint, not a folder",
         )
     path = os.fspath(got.directory)
     if not os.path.isabs(path):
         raise Wrong(
             f"{where}: its folder {path!r} is a relative path, which TensorFlow would "
             "resolve against whatever folder the worker happens to run in",
-            "build every folder from base: os.path.join(base, ...)",
+            "every folder is base, or a folder inside it",
         )
     return got, os.path.normpath(path)
 
@@ -266,14 +234,12 @@ def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) ->
                 f"for {what}: {_label(t)} would save into the real folder too: every worker "
                 "saves (saving may run collective ops), so the workers would write the same "
                 "files at once and overwrite each other's",
-                "give every task but the chief a folder of its own inside base, named "
-                "after its task: os.path.join(base, f'{type}-{index}-tmp')",
+                "every task but the chief saves into a folder of its own, inside base",
             )
         if not folders[t].startswith(base + os.sep):
             raise Wrong(
                 f"for {what}: {_label(t)} would save into {_shown(folders[t], base)}, outside base",
-                "keep the other workers' folders inside base, e.g. "
-                "os.path.join(base, f'{type}-{index}-tmp'): the run's checkpoints stay in "
+                "keep the other workers' folders inside base: the run's checkpoints stay in "
                 "one place and go away together",
             )
     seen: dict[str, tuple] = {}
@@ -282,7 +248,7 @@ def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) ->
             raise Wrong(
                 f"for {what}: {_label(seen[folders[t]])} and {_label(t)} would both save into "
                 f"{_shown(folders[t], base)}, and overwrite each other's files",
-                "put the task's type and index in the folder's name. " + WHY_EVERY_TASK_SAVES,
+                "what tells two tasks apart belongs in the folder's name. " + WHY_EVERY_TASK_SAVES,
             )
         seen[folders[t]] = t
 
@@ -346,8 +312,8 @@ def _check_restored(started: dict, order: list, what: str) -> None:
             raise Wrong(
                 f"for {what}, started again: {who} restored nothing, though the real folder "
                 "holds the chief's checkpoint",
-                "restore the latest checkpoint of the real folder into checkpoint: "
-                "tf.train.latest_checkpoint(base) gives its path (None while there is none)",
+                "when make_manager returns, checkpoint must hold the latest checkpoint of the "
+                "real folder: TensorFlow can tell you its path",
             )
         raise Wrong(
             f"for {what}, started again: {who} restored the checkpoint of "
@@ -359,14 +325,11 @@ def _check_restored(started: dict, order: list, what: str) -> None:
 
 @task(LAB, 1)
 def task1(answer: Any, num_workers: int) -> str:
-    """``make_manager(checkpoint, base, tf_config) -> tf.train.CheckpointManager``: the
-    task's manager of ``checkpoint``, saving into ``base`` for the chief and into a folder of
-    its own inside ``base`` for every other task, after restoring the latest checkpoint of
-    ``base`` into ``checkpoint``; ``tf_config`` is the ``TF_CONFIG`` text, or ``None`` for a
-    process without one. Called for every task of :func:`clusters`: the folders must follow
-    the rule; every task saves with its manager, chief first, and the real folder must then
-    hold the chief's checkpoint; called again for every task (a restart), each must restore
-    the chief's checkpoint."""
+    """``make_manager(checkpoint, base, tf_config) -> tf.train.CheckpointManager``: the chief
+    saves into ``base``, every other task into a folder of its own inside it, and every task
+    restores the latest checkpoint of ``base`` first. For every task of :func:`clusters`:
+    the folders, then every task saves (chief first) and the real folder holds the chief's,
+    then every task started again restores it."""
     n = whole_number("num_workers", num_workers, minimum=1)
     saves = 0
     with tempfile.TemporaryDirectory(prefix="dtf-lab06-") as tmp:
@@ -378,7 +341,7 @@ def task1(answer: Any, num_workers: int) -> str:
                 if int(checkpoint.task.numpy()) != -1:
                     raise Wrong(
                         f"for {what}: a checkpoint changed although base held no checkpoint",
-                        "restore only what tf.train.latest_checkpoint(base) finds",
+                        "restore only the latest checkpoint of base, when there is one",
                     )
             _check_folders({t: s[2] for t, s in started.items()}, base, what, cluster)
             order = _save_everywhere(started, chief_of(cluster), base, what)
@@ -454,7 +417,7 @@ def _as_tasks(value: Any, what: str) -> list[int]:
         raise Wrong(
             f"for {what}: expected the failed workers as a list of task numbers, "
             f"got {short(value)}",
-            "return a list, e.g. [1]: several workers can fail together",
+            "failed is a list of task numbers: several workers can fail together",
         )
     tasks = []
     for t in value:
@@ -471,11 +434,7 @@ def _compare_diagnosis(
     got: Any, results: Mapping[int, Any], killed_at: float, called_at: float, what: str
 ) -> None:
     want_failed, want_noticed = truth(results, killed_at)
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        raise Wrong(
-            f"for {what}: expected a pair (failed, noticed), got {short(got)}",
-            "return failed, noticed",
-        )
+    expect_kind(got, (tuple, list), "a pair (failed, noticed)", size=2, what=what)
     failed = _as_tasks(got[0], what)
     noticed_tasks = sorted(want_noticed)
     if failed != want_failed:
@@ -493,18 +452,14 @@ def _compare_diagnosis(
                 f"for {what}: you named {_workers(failed)}, but {_workers(errored)} exited "
                 "with code 1 after reporting UnavailableError: they noticed the failure, they "
                 "did not cause it",
-                "the failed workers were ended by a signal: returncode < 0 (status 'was killed "
-                "by signal SIGKILL')",
+                "a worker ended by a signal has an exit status of its own: look at each "
+                "result's returncode",
             )
         raise Wrong(
             expected_got(want_failed, failed, f"the failed workers of {what}"),
-            "list every worker ended by a signal (returncode < 0): several can fail together",
+            "several workers can fail together: what does each result's returncode say?",
         )
-    if not isinstance(got[1], Mapping):
-        raise Wrong(
-            f"for {what}: expected noticed as a dict {{task: seconds}}, got {short(got[1])}",
-            "one entry per worker that noticed: {task: result.error['t'] - killed_at}",
-        )
+    expect_kind(got[1], Mapping, "noticed as a dict {task: seconds}", what=what)
     noticed = dict(got[1])
     keys = sorted(int(k) if isinstance(k, (int, np.integer)) else k for k in noticed)
     if keys != noticed_tasks:
@@ -519,7 +474,7 @@ def _compare_diagnosis(
         raise Wrong(
             expected_got(noticed_tasks, keys, f"the workers in noticed, for {what}")
             + (f"; {_workers(missing)} reported an error too" if missing else ""),
-            "one entry for every worker that reported an error (result.error is not None)",
+            "one entry for every worker that reported an error, the failed ones left out",
         )
     for t in noticed_tasks:
         want = want_noticed[t]
@@ -536,23 +491,23 @@ def _compare_diagnosis(
             raise Wrong(
                 f"{who}: you returned the stamp of its error, a reading of time.monotonic(), "
                 "not the seconds since the kill",
-                "subtract the moment of the kill: result.error['t'] - killed_at",
+                "the task asks for seconds from the kill, not a moment",
             )
         if value > 1e8:
             raise Wrong(
                 f"{who}: you returned a number the size of a time.time() reading; the events "
                 "and killed_at come from time.monotonic(), another clock",
-                "use the stamps you are given: result.error['t'] - killed_at",
+                "use the stamps you are given, of one clock: the error event's and the kill's",
             )
         if value >= called_at - killed_at - 1e-3:
             raise Wrong(
                 f"{who}: you measured up to when your function ran (about "
                 f"{called_at - killed_at:.0f} s after the kill here), not up to the worker's error",
-                "use the stamp of its error event: result.error['t'] - killed_at",
+                "the moment a worker noticed is stamped in its error event",
             )
         raise Wrong(
             f"{who}: expected {want:.4f} s from the kill to its error, got {value:.4f}",
-            "result.error['t'] - killed_at: the error event's stamp minus the kill's",
+            "from the kill to the worker's error: look at which stamps you subtract",
         )
 
 
@@ -589,7 +544,7 @@ def _real_kill(launcher: Any, num_workers: int, timeout: float):
     return results, killed_at
 
 
-@task(LAB, 2)
+@task(LAB, 2, references=("dtf.checks.lab06.truth",))
 def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -> str:
     """``diagnose(results, killed_at) -> (failed, noticed)``: ``failed`` the sorted tasks
     ended by a signal, ``noticed`` ``{task: seconds}`` from ``killed_at`` to the error of
@@ -600,16 +555,17 @@ def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -
         "results maps each task to a WorkerResult: .returncode, .status, .error (its last "
         "error event, or None), .events"
     )
+    raised = (("raised", hint),)
     for what, workers, killed, delays in MADE_UP:
         killed_at = time.monotonic() - MADE_UP_AGO_S
         results = made_up_results(workers, killed, delays, killed_at)
         called_at = time.monotonic()
-        got = _call_with_hint(answer, hint, results, killed_at, where=what)
+        got = call_function(answer, results, killed_at, hints=raised, where=what)
         _compare_diagnosis(got, results, killed_at, called_at, what)
     results, killed_at = _real_kill(launcher, n, timeout)
     what = f"a real run of {_tasks(n)} whose chief the checker killed"
     called_at = time.monotonic()
-    got = _call_with_hint(answer, hint, results, killed_at, where=what)
+    got = call_function(answer, results, killed_at, hints=raised, where=what)
     _compare_diagnosis(got, results, killed_at, called_at, what)
     slowest = max(truth(results, killed_at)[1].values())
     pace = (
@@ -626,12 +582,6 @@ def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -
 # --------------------------------------------------------------------------- task 3
 
 
-def _numbered(size: int) -> tuple[np.ndarray, np.ndarray]:
-    """``x[i] = [i, -i]`` and ``y[i] = i``: every example says which one it is."""
-    i = np.arange(size)
-    return np.stack([i, -i], axis=1).astype(np.float32), i.astype(np.int64)
-
-
 def _reference_ids(x, y, global_batch: int, seed: int, batches: int) -> list[np.ndarray]:
     """The example numbers of the first ``batches`` batches of the workers' stream."""
     from dtf.multiworker import global_batches
@@ -639,15 +589,30 @@ def _reference_ids(x, y, global_batch: int, seed: int, batches: int) -> list[np.
     return [yb.numpy() for _, yb in global_batches(x, y, global_batch, seed).take(batches)]
 
 
-def _batch_before_repeat(x, y, global_batch: int, seed: int, skip: int, batches: int):
-    """The stream with ``batch`` before ``repeat``: the end of every epoch dropped."""
+def _batch_before_repeat(x, y, g: int, seed: int, skip: int, batches: int) -> list[np.ndarray]:
+    """The workers' stream with ``batch`` before ``repeat``: the end of every epoch dropped."""
     import tensorflow as tf
 
     ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
         len(x), seed=seed, reshuffle_each_iteration=True
     )
-    ds = ds.batch(global_batch, drop_remainder=True).repeat().skip(skip)
+    ds = ds.batch(g, drop_remainder=True).repeat().skip(skip)
     return [yb.numpy() for _, yb in ds.take(batches)]
+
+
+def _skips_before_shuffling(stream: Any) -> bool:
+    """Whether ``stream`` skips elements before it shuffles them (its chain of datasets, read
+    from the last one back to the arrays)."""
+    kinds = []
+    while stream is not None:
+        kinds.append(type(stream).__name__)
+        stream = getattr(stream, "_input_dataset", None)
+    shuffled = kinds.index("_ShuffleDataset") if "_ShuffleDataset" in kinds else len(kinds)
+    return "_SkipDataset" in kinds[shuffled:]
+
+
+def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
+    return len(a) == len(b) and all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
 
 
 def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
@@ -656,31 +621,31 @@ def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
     if isinstance(stream, (tf.distribute.DistributedDataset, tf.distribute.DistributedIterator)):
         raise Wrong(
             f"for {what}: you returned a distributed dataset; the workers distribute it themselves",
-            "return the tf.data.Dataset of global batches",
+            "the task asks for the tf.data.Dataset of global batches",
         )
     if not isinstance(stream, tf.data.Dataset):
         raise Wrong(
             f"for {what}: expected a tf.data.Dataset, got {short(stream)}",
-            "return the dataset itself (not an iterator or a list of batches)",
+            "the task asks for the tf.data.Dataset itself",
         )
     found = []
     for element in stream.take(batches):
         if not isinstance(element, (tuple, list)) or len(element) != 2:
             raise Wrong(
                 f"for {what}: each element must be a pair (x, y), got {short(element)}",
-                "make the dataset from the pair: tf.data.Dataset.from_tensor_slices((x, y))",
+                "each element is a pair: a batch of x, then its labels",
             )
         xb, yb = as_array(element[0]), as_array(element[1])
         if xb.ndim != 2 or yb.shape != (xb.shape[0],):
             raise Wrong(
                 f"for {what}: expected batches of x of shape (examples, features) and y of "
                 f"shape (examples,), got {xb.shape} and {yb.shape}",
-                "batch the (x, y) pairs: .batch(global_batch, drop_remainder=True)",
+                "each element of the stream is a global batch of (x, y) pairs",
             )
         if not np.array_equal(xb[:, 0].astype(np.int64), yb):
             raise Wrong(
                 f"for {what}: the labels no longer belong to their examples",
-                "keep x and y together in one dataset: from_tensor_slices((x, y))",
+                "keep x and y together in one dataset",
             )
         found.append(yb)
     return found
@@ -699,32 +664,38 @@ def _offset(flat: np.ndarray, batch: np.ndarray) -> int | None:
 def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> None:
     g, r, k = global_batch, restored, STREAM_BATCHES
     what = f"a global batch of {g} resumed after step {r}"
-    x, y = _numbered(STREAM_EXAMPLES)
+    x, y = numbered(STREAM_EXAMPLES)
     hint = "build the workers' stream, then skip what the restored steps trained on"
-    got = _learner_ids(_call_with_hint(answer, hint, x, y, g, seed, r, where=what), k, what)
+    stream = call_function(answer, x, y, g, seed, r, hints=(("raised", hint),), where=what)
+    got = _learner_ids(stream, k, what)
+    reference = _reference_ids(x, y, g, seed, r + k + 2)
+    expected = reference[r : r + k]
+    if _same(expected, got):
+        return
+    if _skips_before_shuffling(stream):
+        raise Wrong(
+            f"for {what}: your stream leaves out examples before it shuffles them, so it "
+            "skips examples of the arrays, not the batches the restored steps trained on "
+            "(and what remains is shuffled into other batches)",
+            "the restored steps trained on batches of the shuffled stream: look at where "
+            "your skip stands in it",
+        )
     if len(got) < k:
         raise Wrong(
             f"for {what}: the stream ended after {len(got)} batch(es)",
-            "repeat() the shuffled examples before batching: training goes on for many epochs",
+            "training goes on for many epochs: the workers' stream never ends",
         )
     if any(len(b) != g for b in got):
         raise Wrong(
             f"for {what}: batches of {len(got[0])} examples, expected global batches of {g}",
-            "batch by global_batch (the per-worker batch times the number of workers), with "
-            "drop_remainder=True",
+            "each element of the stream is one global batch",
         )
-    reference = _reference_ids(x, y, g, seed, r + k + 2)
-    expected = reference[r : r + k]
-    if all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True)):
-        return
-    if all(
-        np.array_equal(a, b)
-        for a, b in zip(_batch_before_repeat(x, y, g, seed, r, k), got, strict=True)
-    ):
+    if _same(_batch_before_repeat(x, y, g, seed, r, k), got):
         raise Wrong(
             f"for {what}: your batches leave out the last examples of every epoch: batch() "
             "before repeat() drops each epoch's remainder, the workers' stream does not",
-            "repeat() before batch(), as the workers do: a global batch may span two epochs",
+            "the workers' stream, shown above the task, repeats before it batches: a global "
+            "batch may span two epochs",
         )
     flat = np.concatenate(reference)
     start = _offset(flat, got[0])
@@ -737,22 +708,20 @@ def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> N
                 f"for {what}: your stream starts with batch {r * g + 1}: you skipped "
                 f"restored_step × global_batch = {r * g} batches; after batch() skip() "
                 "counts batches",
-                "skip restored_step batches: each step trained on one global batch",
+                "each step trained on one global batch: count what you skip in batches",
             )
     if start is None:
         raise Wrong(
             f"for {what}: your first batch is none of the workers' first {r + k + 2} batches: "
             "it is not their stream",
-            "build it as the workers do: from_tensor_slices((x, y)), shuffle(len(x), "
-            "seed=seed, reshuffle_each_iteration=True), repeat(), batch(global_batch, "
-            "drop_remainder=True), then skip; or multiworker.global_batches(x, y, "
-            "global_batch, seed)",
+            "the restarted workers build the stream shown above the task, the same seeded "
+            "one, and leave out what was trained on: compare yours with it",
         )
     if start % g:
         raise Wrong(
             f"for {what}: your stream starts {start} examples into the workers' stream, inside "
             "a batch: skip() before batch() counts examples",
-            "skip after batch(), where one element is a global batch: .skip(restored_step)",
+            "each step trained on one global batch: count what you skip in batches",
         )
     batch = start // g
     if batch == r:
@@ -760,7 +729,8 @@ def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> N
         raise Wrong(
             f"for {what}: your first batch is right, but batch {bad + 1} of your stream is not "
             "the workers' next one",
-            "skip once, at the end: the workers' stream, then .skip(restored_step)",
+            "your stream drifts from the workers' after its first batch: look at what comes "
+            "after your skip",
         )
     if batch == 0:
         raise Wrong(
@@ -768,14 +738,14 @@ def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> N
             f"restarted workers would train steps {r + 1}, {r + 2}, ... on batches 1, 2, ... a "
             f"second time, and never on the batches of steps {r + 1} onwards of the "
             "uninterrupted run",
-            "skip the restored_step batches already trained on: .skip(restored_step)",
+            "the restarted workers must leave out the batches the restored steps trained on",
         )
     raise Wrong(
         f"for {what}: your stream starts with batch {batch + 1} of the workers' stream; the "
         f"next step, {r + 1}, trains on batch {r + 1}",
-        "steps 1 to restored_step trained on exactly restored_step batches: .skip(restored_step)"
+        "steps 1 to restored_step trained on exactly restored_step batches: count again"
         if abs(batch - r) == 1
-        else "skip restored_step batches: one per step trained",
+        else "one batch per step trained: count again",
     )
 
 
@@ -838,16 +808,9 @@ def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: 
             path
         ).assert_consumed()
     start = int(step.numpy())
-    stream = _call_with_hint(
-        answer,
-        "build the workers' stream, then skip",
-        x,
-        y,
-        global_batch,
-        seed,
-        start,
-        where=f"the digits resumed after step {start}",
-    )
+    raised = (("raised", "build the workers' stream, then skip"),)
+    where = f"the digits resumed after step {start}"
+    stream = call_function(answer, x, y, global_batch, seed, start, hints=raised, where=where)
     _train(model, optimizer, stream, steps - start, global_batch)
     worst = 0.0
     hint = "your stream must continue the workers' stream exactly where the checkpoint left it"
@@ -868,7 +831,7 @@ def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: 
     return worst
 
 
-@task(LAB, 3)
+@task(LAB, 3, references=("dtf.multiworker.global_batches(skip)",))
 def task3(answer: Any, global_batch: int, restored_step: int, steps: int, seed: int = 42) -> str:
     """``resumed_batches(x, y, global_batch, seed, restored_step) -> tf.data.Dataset``: the
     workers' stream of global batches (:func:`dtf.multiworker.global_batches`) from the
@@ -979,6 +942,34 @@ class FailingLauncher:
             thread.join(self.timeout)
 
 
+class MadeUpLauncher:
+    """A launcher that starts no process: its runs end with the results of ``script``, for
+    endings a real run gives rarely (:func:`_chief_alone`)."""
+
+    def __init__(self, script: list[dict]) -> None:
+        self.script, self.runs = script, []
+
+    def run(self, config: Any, num_workers: int) -> Any:
+        if len(self.runs) == len(self.script):
+            raise TooManyRuns(f"the checker's launcher starts at most {len(self.script)} runs here")
+        done = self.script[len(self.runs)]  # a run that started nothing: its results are made up
+        run = SimpleNamespace(
+            running=False, wait=lambda timeout=None: done, results=lambda: done, stop=lambda: None
+        )
+        self.runs.append((run, config, num_workers))
+        return run
+
+
+def _chief_alone(num_workers: int) -> list[dict]:
+    """Two made-up runs: in the first, the chief exits with code 0 and the last worker is
+    killed; in the second, every worker exits with code 0."""
+    from dtf.multiworker import WorkerResult
+
+    first = {t: WorkerResult(t, 0) for t in range(num_workers)}
+    first[num_workers - 1] = WorkerResult(num_workers - 1, -9)
+    return [first, {t: WorkerResult(t, 0) for t in range(num_workers)}]
+
+
 def _supervise(
     answer: Any,
     failing: FailingLauncher,
@@ -990,14 +981,10 @@ def _supervise(
     allow_raise: bool = False,
 ):
     """Call the learner's supervisor with ``failing``; returns ``(returned, raised)``."""
-    hint = (
-        "start every run with launcher.run(config, num_workers) and wait for it with "
-        "run.wait(timeout=timeout)"
-    )
+    raised = (("raised", "the text of Task 4 lists the launcher's and run's methods you need"),)
     try:
-        return _call_with_hint(
-            answer, hint, failing, config, num_workers, max_restarts, timeout, where=what
-        ), None
+        args = (failing, config, num_workers, max_restarts, timeout)
+        return call_function(answer, *args, hints=raised, where=what), None
     except TooManyRuns:
         return None, "too many"
     except Wrong as exc:
@@ -1005,11 +992,12 @@ def _supervise(
             return None, exc.detail
         raise
     finally:
-        failing.close()
+        if hasattr(failing, "close"):
+            failing.close()
 
 
 def _check_returned(returned: Any, runs: list, what: str) -> None:
-    hint = "return the list of what run.wait(timeout=timeout) returned for each run, in order"
+    hint = "the task asks for a list: what waiting for each run returned, in order"
     if not isinstance(returned, (list, tuple)) or len(returned) != len(runs):
         raise Wrong(
             f"for {what}: expected a list with the results of each of the {len(runs)} runs, "
@@ -1066,8 +1054,7 @@ def _check_restart(
     if not runs:
         raise Wrong(
             "your function started no run with the launcher it received",
-            "start the workers with launcher.run(config, num_workers), with the launcher "
-            "your function receives",
+            "start the workers with the launcher your function receives",
         )
     for i, (_, used, workers) in enumerate(runs):
         change = _config_change(config, used)
@@ -1075,8 +1062,8 @@ def _check_restart(
             raise Wrong(
                 f"for {what}: run {i + 1} was started with another configuration "
                 f"({change} changed)",
-                "start every run with the config your function received: the restarted workers "
-                "look for the chief's latest checkpoint in its checkpoint_dir",
+                "the restarted workers look for the chief's latest checkpoint in the "
+                "checkpoint_dir of the config your function received",
             )
         if workers != num_workers:
             raise Wrong(
@@ -1089,7 +1076,7 @@ def _check_restart(
             raise Wrong(
                 f"for {what}: your function started run 2 while run 1 was still training "
                 "(starting a run stops the workers of the one before)",
-                "wait for every run with run.wait(timeout=timeout) before deciding what to do next",
+                "a run's workers are done only once waiting for the run has returned",
             )
         problems = "; ".join(failing.problems or ["it never paused"])
         raise RuntimeError(f"the checker could not kill worker {failing.victim}: {problems}")
@@ -1098,21 +1085,21 @@ def _check_restart(
         raise Wrong(
             f"for {what}: the run failed ({_states(first)}) and your function did not start "
             "the workers again",
-            "after a run in which any worker did not exit with code 0, start all of them "
-            "again: launcher.run(config, num_workers)",
+            "a run in which any worker did not exit with code 0 failed: what does a "
+            "synchronous job need after a failure?",
         )
     second = runs[1][0].results()
     if not all(r.returncode == 0 for r in second.values()):
         raise Wrong(
             f"for {what}: the restarted run did not finish: "
             + "; ".join(f"worker {t} {r.status}" for t, r in second.items()),
-            "wait for every run with run.wait(timeout=timeout) before deciding what to do next",
+            "a run's workers are done only once waiting for the run has returned",
         )
     if len(runs) > 2:
         raise Wrong(
             f"for {what}: run 2 trained to the end (every worker exited with code 0), yet your "
             f"function started {len(runs) - 2} more",
-            "stop as soon as a run ends with every returncode 0",
+            "a run in which every worker exited with code 0 succeeded: the job is done",
         )
     saved = [e["step"] for e in runs[0][0].events_of(0, "checkpoint")]
     expected = max(saved) if saved else 0
@@ -1125,8 +1112,8 @@ def _check_restart(
                 expected_got(
                     expected, got, f"the step worker {t} resumed from in run 2, for {what}"
                 ),
-                "start the restarted workers with the same config: they restore the chief's "
-                "latest checkpoint from its checkpoint_dir",
+                "the restarted workers restore the chief's latest checkpoint from the "
+                "checkpoint_dir of the config they are started with",
             )
         if expected:
             _, restored_weights = second_run.weights("restored", t)
@@ -1147,7 +1134,8 @@ def _check_restart(
                 have,
                 what=f"worker {t}'s weight array {i} at step {step} (vs. an uninterrupted run)",
                 atol=WEIGHT_TOL,
-                hint="restart every worker with the same config, once the failed run has ended",
+                hint="the restart must be every worker, with the same config, once the failed "
+                "run has ended",
             )
     resumed = (
         f"restored the step-{expected} checkpoint (step and weights equal to the checkpoint's, "
@@ -1183,14 +1171,12 @@ def task4(
     timeout: float = 60.0,
 ) -> str:
     """``supervise(launcher, config, num_workers, max_restarts, timeout) -> [results, ...]``:
-    run ``config`` on ``num_workers`` workers until every worker exits with code 0,
-    restarting all of them after a failure, at most ``max_restarts`` times; return the
-    results of every run. Case 1: a :class:`FailingLauncher` kills the last worker after
-    ``fail_at_step`` of the first run of a checkpointed config (a fresh folder); the restart
-    must restore the chief's latest checkpoint (step and weights bit for bit) and end with
-    the weights of an uninterrupted run (to :data:`WEIGHT_TOL`). Case 2: a worker killed in
-    every run; with ``max_restarts=1`` the supervisor must stop after 2 runs (returning, or
-    raising once it gives up)."""
+    run ``config`` until every worker exits with code 0, restarting all of them after a
+    failure, at most ``max_restarts`` times. Case 1: a :class:`FailingLauncher` kills the
+    last worker after ``fail_at_step``; the restart must restore the chief's latest
+    checkpoint bit for bit and end with an uninterrupted run's weights (:data:`WEIGHT_TOL`).
+    Case 2: a worker killed in every run: stop after ``max_restarts=1``. Last, a
+    :class:`MadeUpLauncher` run ends with the chief at code 0 and a worker killed: a failure."""
     from dtf.multiworker import TrainConfig
 
     n = whole_number("num_workers", num_workers, minimum=2, maximum=8)
@@ -1213,8 +1199,8 @@ def task4(
             raise Wrong(
                 f"for {what}: your function started more than 1 + max_restarts = "
                 f"{MAX_RESTARTS + 1} runs",
-                "stop as soon as a run ends with every returncode 0, and after max_restarts "
-                "restarts",
+                "a run in which every worker exited with code 0 ends the job, and so does the "
+                "failure after max_restarts restarts",
             )
         _, note = _check_restart(failing, config, n, steps, fail_at, what)
         _check_returned(returned, failing.runs, what)
@@ -1235,17 +1221,31 @@ def task4(
             raise Wrong(
                 f"for {what}: your function tried a run beyond the {CRASH_LOOP_RESTARTS} restart "
                 "it may make: a crash that comes back in every run would restart the job forever",
-                "count the runs: for attempt in range(1 + max_restarts): ..., and return "
-                "after the last",
+                "the job gets 1 + max_restarts runs in all: count them",
             )
         if len(loop.runs) < CRASH_LOOP_RESTARTS + 1:
             raise Wrong(
                 f"for {what}: your function gave up after {len(loop.runs)} run(s), before the "
                 f"{CRASH_LOOP_RESTARTS} restart it may make",
-                "restart after every failed run until max_restarts restarts are spent",
+                "a failed run is followed by a restart until max_restarts restarts are spent",
             )
         if raised is None:
             _check_returned(returned, loop.runs, what)
+        made_up = MadeUpLauncher(_chief_alone(n))
+        what = f"a made-up run whose chief exited with code 0 and worker {victim} was killed"
+        returned, refused = _supervise(answer, made_up, config, n, MAX_RESTARTS, timeout, what)
+        if refused:
+            raise Wrong(
+                f"for {what}: your function started a third run, although the second succeeded",
+                "a run in which every worker exited with code 0 succeeded: the job is done",
+            )
+        if len(made_up.runs) < 2:
+            raise Wrong(
+                f"for {what}: your function did not start the workers again, although worker "
+                f"{victim} failed: the chief's exit code alone does not say that a run succeeded",
+                "look at which workers' results your test of success reads",
+            )
+        _check_returned(returned, made_up.runs, what)
     finally:
         for folder in folders:
             shutil.rmtree(folder, ignore_errors=True)

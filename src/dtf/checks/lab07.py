@@ -1,36 +1,19 @@
 """Checkers of Lab 07 · From a cluster file to a deployment (``labs/07_deployment_lab.ipynb``).
 
-The lab practises the last section of notebook 13c (``dtf.deploy``: one cluster file, many
-deployments) and the ``TF_CONFIG`` of notebooks 07 and 11. Nothing here starts a server,
-touches the network or needs root. A ``TF_CONFIG`` is checked by TensorFlow itself: it goes
-into the environment for the check only (:func:`tf_config_environment`), TensorFlow's
-``TFConfigClusterResolver`` reads it, and TensorFlow's validation of strategy clusters
-(``multi_worker_util``, what ``MultiWorkerMirroredStrategy`` and ``ParameterServerStrategy``
-run when they are created) must accept it (:func:`tensorflow_view`). The other answers are
-text or dicts, compared with what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the
-lab's own inputs and on layouts of its own. Importing this module imports no TensorFlow; the
-checkers of Tasks 1 and 2 do (the lab's Setup has imported it already).
+The lab practises notebook 13c's ``dtf.deploy`` (one cluster file, many deployments) and the
+``TF_CONFIG`` of notebooks 07 and 11. Nothing here starts a server or touches the network. A
+``TF_CONFIG`` is judged by TensorFlow itself (:func:`tensorflow_view`: its resolver reads it,
+and its validation of strategy clusters must accept it); the other answers are compared with
+what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the lab's inputs and on
+layouts of the checker's own. Importing this module imports no TensorFlow.
 
-1. :func:`task1`: the ``TF_CONFIG`` JSON of one task, for tasks of three clusters: the post's
-   file, machines with DNS names and a ``chief``/``worker``/``ps`` layout, and the same layout
-   in Kubernetes. TensorFlow's resolver must read the task and the cluster that task must see
-   (that of :func:`dtf.cluster.spec.tf_config`), and TensorFlow must accept them. A strategy's
-   ``TF_CONFIG`` holds only the chief, worker, ps and evaluator jobs: an answer that keeps the
-   post's client job ``host`` gets TensorFlow's own refusal ("Disallowed task type found in
-   cluster spec");
-2. :func:`task2`: ``(task_type, task_id, cluster)`` as ``TFConfigClusterResolver`` reads them
-   from a ``TF_CONFIG`` text, with the variable set for the call only and put back after it;
-3. :func:`task3`: the cluster spec inside Kubernetes (pods of Indexed Jobs behind a headless
-   Service), compared with :func:`dtf.deploy.pod_dns_names` for three deployments;
-4. :func:`task4`: repair a ``TFJob`` broken in ways hand-edited manifests are
-   (:func:`break_tfjob`): the repaired copy must pass :func:`dtf.deploy.validate`, keep every
-   replica count, equal the manifest ``dtf.deploy.tfjob`` writes, and the input must stay as
-   it was;
-5. :func:`task5` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets once Kubernetes
-   has expanded ``$(TASK_INDEX)``, compared with Task 1's answer for Task 3's cluster;
-6. :func:`task6`: a diagnosis: deployments of Indexed Jobs that :func:`dtf.deploy.validate`
-   accepts, each with one fault of meaning (:func:`broken_deployments`); the learner names
-   the manifest and the field at fault.
+1. :func:`task1`: the ``TF_CONFIG`` JSON of one task;
+2. :func:`task2`: what ``TFConfigClusterResolver`` reads from a ``TF_CONFIG``;
+3. :func:`task3`: the cluster spec inside Kubernetes;
+4. :func:`task4`: repair a hand-edited ``TFJob`` (:func:`break_tfjob`);
+5. :func:`task5` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets;
+6. :func:`task6`: name the fault of meaning in deployments that validate
+   (:func:`broken_deployments`).
 """
 
 from __future__ import annotations
@@ -45,9 +28,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from dtf import deploy
-from dtf.checks.core import Wrong, call_function, expected_got, short, task
+from dtf.checks.core import Wrong, call_function, expect_kind, expected_got, short, task
 from dtf.cluster.spec import (
     STRATEGY_JOBS,
     ClusterConfigError,
@@ -76,6 +60,19 @@ OTHER_DEPLOYMENTS = (
     ("mnist", {"chief": 1, "worker": 3, "ps": 2}, 2222),
     ("train", {"worker": 2}, 5000),
 )
+
+
+_SETUP = "run the Setup cell (it reads CLUSTER_FILE), then this one"
+_PARAMETERS = "fix NAME or PORT in the parameters cell and run the lab from the top"
+
+
+def _inputs(make, *args, what: str, fix: str, errors=(ClusterConfigError,)):
+    """``make(*args)``: the checker's cases from the lab's inputs, or a :class:`Wrong` that
+    says which input is wrong and what to do."""
+    try:
+        return make(*args)
+    except errors as exc:
+        raise Wrong(f"the checker cannot use {what}: {exc}", fix) from None
 
 
 def course_file(relative: str | os.PathLike) -> Path:
@@ -123,23 +120,22 @@ def _parse_tf_config(got: Any, what: str) -> dict:
     if isinstance(got, Mapping):
         raise Wrong(
             f"for {what}: expected JSON text (a str), got a dict",
-            "TF_CONFIG is an environment variable, and environment variables hold text: "
-            "return json.dumps(...) of the dict",
+            "TF_CONFIG is an environment variable, and environment variables hold text: JSON "
+            "text, not a dict",
         )
     if isinstance(got, bytes):
-        raise Wrong(f"for {what}: expected a str, got bytes", "return text: json.dumps(...)")
+        raise Wrong(f"for {what}: expected a str, got bytes", "JSON text is a str")
     if not isinstance(got, str):
         raise Wrong(f"for {what}: expected JSON text (a str), got {short(got)}")
     try:
         value = json.loads(got)
     except json.JSONDecodeError as exc:
-        hint = "build a dict and return json.dumps(that_dict)"
+        hint = "TF_CONFIG holds JSON text, which every TensorFlow process parses"
         try:
             if isinstance(ast.literal_eval(got), dict):
                 hint = (
                     "Python's str() of a dict writes Python (single quotes, True, None), "
-                    "not JSON: "
-                    "use json.dumps, which every TensorFlow process can json.loads"
+                    "not the JSON that every TensorFlow process parses"
                 )
         except (ValueError, SyntaxError, MemoryError, RecursionError):
             pass
@@ -148,12 +144,7 @@ def _parse_tf_config(got: Any, what: str) -> dict:
             f"{short(got)}",
             hint,
         ) from None
-    if not isinstance(value, dict):
-        raise Wrong(
-            f'for {what}: expected a JSON object {{"cluster": ..., "task": ...}}, '
-            f"got {short(value)}"
-        )
-    return value
+    return expect_kind(value, dict, 'a JSON object {"cluster": ..., "task": ...}', what=what)
 
 
 def _check_task(got: Any, want: dict, what: str) -> None:
@@ -332,23 +323,13 @@ def _tensorflow_check(text: str, value: dict, want: dict, where: str, task_: Tas
     )
 
 
-@task(LAB, 1)
+@task(LAB, 1, references=("dtf.cluster.spec.tf_config", "dtf.deploy.tf_configs"))
 def task1(answer: Any, cluster: Any) -> str:
-    """``tf_config_for(cluster, job, index) -> str``: the ``TF_CONFIG`` JSON of one task.
-    Checked on :func:`task1_cases`: the text must be a JSON object with the keys ``cluster``
-    and ``task``; TensorFlow must read it and accept it (:func:`tensorflow_view`: its
-    resolver, its validation of strategy clusters, and for a chief or worker the cluster logic
-    of ``MultiWorkerMirroredStrategy``), and what it read must be the task and the cluster of
-    :func:`dtf.cluster.spec.tf_config` (the index a number in the JSON, the cluster without
-    jobs other than chief, worker, ps and evaluator). TensorFlow's message is shown when it
-    refuses, with the course's hint for the mistake behind it."""
-    try:
-        cases = task1_cases(cluster)
-    except ClusterConfigError as exc:
-        raise Wrong(
-            f"the checker cannot use the lab's cluster: {exc}",
-            "run the Setup cell (it reads CLUSTER_FILE), then this one",
-        ) from None
+    """``tf_config_for(cluster, job, index) -> str``: the ``TF_CONFIG`` JSON of one task,
+    checked on :func:`task1_cases`: TensorFlow must read and accept it
+    (:func:`tensorflow_view`), and read the task and the cluster of
+    :func:`dtf.cluster.spec.tf_config`; a refusal shows TensorFlow's message and a hint."""
+    cases = _inputs(task1_cases, cluster, what="the lab's cluster", fix=_SETUP)
     views: list[tuple[Task, dict]] = []
     for what, jobs, task_ in cases:
         where = f"{task_} of {what}"
@@ -412,38 +393,44 @@ def task2_cases(cluster: Mapping[str, list]) -> list[tuple[str, str, str | None]
 def _reads_hint(got: Any, want: tuple, before: str | None, text: str) -> str:
     if before is not None and got == tensorflow_reads(before):
         return (
-            "that is what the TF_CONFIG already set before your function holds: set "
-            "os.environ['TF_CONFIG'] = tf_config before you ask the resolver"
+            "that is what the TF_CONFIG already set before your function holds: what does "
+            "the environment hold when the resolver is asked?"
         )
     if got == (None, None, {}):
         return (
-            "the resolver found no TF_CONFIG: it reads os.environ['TF_CONFIG'] when asked, and "
-            "takes no TF_CONFIG argument, so set the variable to tf_config first"
+            "the resolver found no TF_CONFIG: it reads the environment variable when asked, "
+            "and takes no TF_CONFIG argument"
         )
     if isinstance(got, tuple) and len(got) == 3 and not isinstance(got[2], Mapping):
-        return "the cluster as a dict: resolver.cluster_spec().as_dict(), not the ClusterSpec"
+        return "the task asks for the cluster as a dict, not as the ClusterSpec"
     return (
-        "return (resolver.task_type, resolver.task_id, resolver.cluster_spec().as_dict()) of a "
-        "TFConfigClusterResolver created while TF_CONFIG holds tf_config"
+        "the three things the resolver answers, in the task's order, asked while TF_CONFIG "
+        "holds tf_config"
     )
 
 
-@task(LAB, 2)
+def _counting_reads():
+    """A mock that counts how often ``TFConfigClusterResolver`` reads ``TF_CONFIG`` (its
+    module's ``_load_tf_config``, behind every question to it); counts 1 where it is gone."""
+    from tensorflow.python.distribute.cluster_resolver import tfconfig_cluster_resolver as m
+
+    if not hasattr(m, "_load_tf_config"):  # another TensorFlow: nothing to count
+        return contextlib.nullcontext(mock.Mock(call_count=1))
+    return mock.patch.object(m, "_load_tf_config", wraps=m._load_tf_config)
+
+
+@task(LAB, 2, references=("dtf.checks.lab07.tensorflow_reads", "dtf.checks.lab07.tensorflow_view"))
 def task2(answer: Any, cluster: Any) -> str:
     """``tensorflow_reads(tf_config) -> (task_type, task_id, cluster dict)``: what TensorFlow's
     ``TFConfigClusterResolver`` reads with ``TF_CONFIG`` set to ``tf_config`` for the call
     only. Checked on :func:`task2_cases` against the resolver's own answer
-    (:func:`tensorflow_reads`); ``TF_CONFIG`` must be as before after every call."""
-    try:
-        cases = task2_cases(cluster)
-    except ClusterConfigError as exc:
-        raise Wrong(
-            f"the checker cannot use the lab's cluster: {exc}",
-            "run the Setup cell (it reads CLUSTER_FILE), then this one",
-        ) from None
+    (:func:`tensorflow_reads`); the answer must have asked the resolver (it read
+    ``TF_CONFIG`` during the call, :func:`_counting_reads`); ``TF_CONFIG`` must be as before
+    after every call."""
+    cases = _inputs(task2_cases, cluster, what="the lab's cluster", fix=_SETUP)
     for what, text, before in cases:
         want = tensorflow_reads(text)
-        with tf_config_environment(before):
+        with tf_config_environment(before), _counting_reads() as reads:
             got = call_function(answer, text)
             after = os.environ.get(TF_CONFIG)
         if after != before:
@@ -451,13 +438,19 @@ def task2(answer: Any, cluster: Any) -> str:
             raise Wrong(
                 f"for {what}: TF_CONFIG was {was} before your function and "
                 f"{'absent' if after is None else short(after)} after it",
-                "put TF_CONFIG back as it was, in a finally: block (the old value, or del when "
-                "there was none): every strategy this process creates later reads it too",
+                "TF_CONFIG must be as it was, also when the resolver raises: every strategy "
+                "this process creates later reads it too",
             )
         if isinstance(got, list):
             got = tuple(got)
         if got != want:
             raise Wrong(expected_got(want, got, what), _reads_hint(got, want, before, text))
+        if reads.call_count == 0:
+            raise Wrong(
+                f"for {what}: your function read the text itself and never asked TensorFlow's "
+                "TFConfigClusterResolver, so it says what you think TensorFlow reads",
+                "the task asks what TensorFlow's resolver reads: ask it",
+            )
     what, text, _ = cases[0]
     task_type, task_id, jobs = tensorflow_reads(text)
     return (
@@ -483,16 +476,16 @@ def task3_cases(name: str, counts: Mapping[str, int], port: int) -> list[tuple[s
 def _address_hint(got: Any, name: str, job: str, index: int, port: int) -> str:
     pod = f"{name}-{job}-{index}"
     if not isinstance(got, str):
-        return f"each address is text, 'host:port', e.g. {pod}.{name}:{port}"
+        return "each address is text, 'host:port'"
     host, sep, port_text = got.rpartition(":")
     if not sep or not port_text.isdigit():
-        return f"an address is 'host:port': add the port, :{port}"
+        return "an address is 'host:port': yours has no port"
     if port_text != str(port):
-        return f"every pod listens on the same port, `port` ({port}): each has its own address"
+        return "every pod listens on the same port, `port`: each has its own address"
     if host == pod:
         return (
-            f"a pod's host name has a DNS record only under its subdomain, the headless "
-            f"Service: <pod host name>.<Service name>, here {pod}.{name}"
+            "a pod's host name has a DNS record only under its subdomain, the headless "
+            "Service: reread the second item of the list above the task"
         )
     if host.startswith(f"{pod}.{name}."):
         return (
@@ -501,39 +494,33 @@ def _address_hint(got: Any, name: str, job: str, index: int, port: int) -> str:
         )
     if host == f"{job}-{index}.{name}":
         return (
-            f"an Indexed Job's pod host name is <Job name>-<index>, and the Job of job "
-            f"{job!r} is named {name}-{job}"
+            "an Indexed Job's pod host name is <Job name>-<index>: what is the name of the "
+            "Job of this job?"
         )
     if host == f"{name}-{job}-{index + 1}.{name}":
         return "completion indices start at 0: task i runs in the pod with index i"
     if host == f"{name}-{index}.{name}" or host == f"{name}-{job}.{name}":
-        return f"the pod host name holds the deployment, the job and the index: {pod}"
-    return f"task i of job J is NAME-J-i.NAME:PORT: here {pod}.{name}:{port}"
+        return "the pod host name holds the deployment, the job and the index"
+    return "compare yours with the names the list above the task describes, part by part"
 
 
-@task(LAB, 3)
+@task(LAB, 3, references=("dtf.deploy.pod_dns_names",))
 def task3(answer: Any, name: str, counts: Any, port: int) -> str:
-    """``pod_addresses(name, counts, port) -> {job: [address, ...]}``: task ``i`` of job
-    ``J`` is ``NAME-J-i.NAME:PORT`` (the pod of index ``i`` of the Indexed Job ``NAME-J``,
-    under the headless Service ``NAME``). Checked against :func:`dtf.deploy.pod_dns_names`
-    on :func:`task3_cases`."""
-    try:
-        cases = task3_cases(name, counts, port)
-        expected = [deploy.pod_dns_names(c, n, p) for n, c, p in cases]
-    except (ClusterConfigError, TypeError, ValueError) as exc:
-        raise Wrong(
-            f"the checker cannot use the lab's deployment (NAME={name!r}, counts={counts!r}, "
-            f"PORT={port!r}): {exc}",
-            "fix NAME or PORT in the parameters cell and run the lab from the top",
-        ) from None
+    """``pod_addresses(name, counts, port) -> {job: [address, ...]}``: each task's address
+    is the DNS name of its pod (the pod of its index of the Indexed Job of its job, under
+    the headless Service ``name``), with ``port``. Checked against
+    :func:`dtf.deploy.pod_dns_names` on :func:`task3_cases`; a wrong address is named, never
+    the right one."""
+    what = f"the lab's deployment (NAME={name!r}, counts={counts!r}, PORT={port!r})"
+    cases = _inputs(task3_cases, name, counts, port, what=what, fix=_PARAMETERS)
+    expected = [
+        _inputs(deploy.pod_dns_names, c, n, p, what=what, fix=_PARAMETERS, errors=(Exception,))
+        for n, c, p in cases
+    ]
     for (n, c, p), want in zip(cases, expected, strict=True):
         what = f"name={n!r}, counts={c}, port={p}"
         got = call_function(answer, n, dict(c), p)
-        if not isinstance(got, Mapping):
-            raise Wrong(
-                f"for {what}: expected a dict {{job: ['host:port', ...]}}, got {short(got)}",
-                f"return e.g. {{'worker': ['{n}-worker-0.{n}:{p}', ...]}}",
-            )
+        expect_kind(got, Mapping, "a dict {job: ['host:port', ...]}", what=what)
         if sorted(got) != sorted(want):
             raise Wrong(
                 expected_got(sorted(want), sorted(got), f"{what}, the jobs"),
@@ -554,9 +541,9 @@ def task3(answer: Any, name: str, counts: Any, port: int) -> str:
                     "one address per task: counts[job] of them, indices 0 to counts[job] - 1",
                 )
             for index, (a, b) in enumerate(zip(addresses, have, strict=True)):
-                if a != b:
+                if a != b:  # the expected address is the answer: not shown
                     raise Wrong(
-                        expected_got(a, b, f"{what}, {job}/{index}"),
+                        f"for {what}: {short(b)} is not the address of {job}/{index}'s pod",
                         _address_hint(b, n, job, index, p),
                     )
     first = expected[0]
@@ -671,35 +658,29 @@ def _replica_type_slip(bad: str) -> str:
 
 def _validator_hint(message: str) -> str:
     if "expected int, got '" in message:
-        return "replicas is a number: int(...) of the text (in YAML, replicas: 3, unquoted)"
+        return "replicas is a number, not text (in YAML, an unquoted 3)"
     if "not a replica type" in message:
         hint = (
-            "a replica type is one of Chief, Master, Worker, PS, Evaluator, spelled exactly: "
-            "deploy.TFJOB_REPLICA_TYPES maps TensorFlow's job names ('ps') to them ('PS')"
+            "a replica type is one of the operator's names, spelled exactly: "
+            "deploy.TFJOB_REPLICA_TYPES holds them"
         )
         bad = re.findall(r"tfReplicaSpecs\.([^.:\s]+): not a replica type", message)
         return hint + "".join(_replica_type_slip(b) for b in bad)
     if "no container named" in message:
         return (
-            f"give the replica's container the name {deploy.TFJOB_CONTAINER!r} "
-            "(deploy.TFJOB_CONTAINER): the operator writes TF_CONFIG only into that container"
+            "the operator writes TF_CONFIG only into the container with the name "
+            "deploy.TFJOB_CONTAINER holds: which of this replica's containers has it?"
         )
     return "read the validator's message: each problem is one path and what is wrong there"
 
 
-@task(LAB, 4)
+@task(LAB, 4, references=("dtf.deploy.tfjob",))
 def task4(answer: Any, name: str) -> str:
     """``repair(manifest) -> dict``: a fixed copy of a broken ``TFJob``, the input unchanged.
     Checked on :func:`task4_cases`: the input must be left as it was, the result must pass
     :func:`dtf.deploy.validate`, have the replica counts of the valid manifest and equal it
     (a repair changes nothing else)."""
-    try:
-        cases = task4_cases(name)
-    except ClusterConfigError as exc:
-        raise Wrong(
-            f"the checker cannot build the lab's TFJob: {exc}",
-            "fix NAME in the parameters cell and run the lab from the top",
-        ) from None
+    cases = _inputs(task4_cases, name, what="the lab's TFJob", fix=_PARAMETERS)
     for what, broken, good in cases:
         given = copy.deepcopy(broken)
         got = call_function(answer, given)
@@ -707,14 +688,10 @@ def task4(answer: Any, name: str) -> str:
             place = _first_difference(broken, given) or "(top)"
             raise Wrong(
                 f"for {what}: your function changed the manifest it was given (at {place})",
-                "work on a copy: fixed = copy.deepcopy(manifest), change and return fixed; "
-                "the caller may still need the original (to show a diff, or to retry)",
+                "the task asks for a repaired copy: the caller may still need the original (to "
+                "show a diff, or to retry), nested dicts and lists included",
             )
-        if not isinstance(got, Mapping):
-            raise Wrong(
-                f"for {what}: expected the repaired manifest (a dict), got {short(got)}",
-                "return the fixed copy",
-            )
+        expect_kind(got, Mapping, "the repaired manifest (a dict)", what=what)
         try:
             deploy.validate(got)
         except deploy.ManifestError as exc:
@@ -765,7 +742,12 @@ def task5_cases(name: str, port: int) -> list[tuple[str, list[dict], dict, Task]
     ]
 
 
-@task(LAB, 5, optional=True)
+@task(
+    LAB,
+    5,
+    optional=True,
+    references=("dtf.deploy.expand_tf_config", "dtf.cluster.spec.tf_config"),
+)
 def task5(answer: Any, name: str, port: int) -> str:
     """``tf_config_in_pod(manifests, job, index) -> dict``: the ``TF_CONFIG`` (parsed) of the
     pod of ``index`` of the Indexed Job of ``job``, once Kubernetes has replaced
@@ -773,13 +755,7 @@ def task5(answer: Any, name: str, port: int) -> str:
     of that task for Task 3's cluster (:func:`dtf.cluster.spec.tf_config` of
     :func:`dtf.deploy.pod_dns_names`), and TensorFlow must read it as that task
     (:func:`tensorflow_view`)."""
-    try:
-        cases = task5_cases(name, port)
-    except ClusterConfigError as exc:
-        raise Wrong(
-            f"the checker cannot build the lab's Indexed Jobs: {exc}",
-            "fix NAME or PORT in the parameters cell and run the lab from the top",
-        ) from None
+    cases = _inputs(task5_cases, name, port, what="the lab's Indexed Jobs", fix=_PARAMETERS)
     views: list[dict] = []
     for what, manifests, cluster, task_ in cases:
         where = f"pod {task_.index} of the {task_.job!r} Job of {what}"
@@ -791,8 +767,7 @@ def task5(answer: Any, name: str, port: int) -> str:
                 raise Wrong(
                     f"for {where}: {exc.detail}",
                     "the value holds $(TASK_INDEX), which is not JSON until Kubernetes "
-                    "replaces it with the pod's index: replace it first "
-                    "(deploy.expand_tf_config(value, index))",
+                    "replaces it with the pod's index: what does your function parse?",
                 ) from None
             if re.search(r"raised (KeyError|IndexError|TypeError|StopIteration)", exc.detail):
                 raise Wrong(
@@ -804,34 +779,32 @@ def task5(answer: Any, name: str, port: int) -> str:
                 ) from None
             raise
         if isinstance(got, str):
-            hint = "return the parsed TF_CONFIG, json.loads(...) of the text"
+            hint = "the task asks for the TF_CONFIG parsed, a dict"
             if "$(" in got:
                 hint = (
                     "Kubernetes replaces $(TASK_INDEX) with the pod's index when it starts "
-                    "the container: deploy.expand_tf_config(value, index) does the same"
+                    "the container: yours still holds it"
                 )
             raise Wrong(f"for {where}: expected a dict, got the text {short(got)}", hint)
-        if not isinstance(got, Mapping):
-            raise Wrong(f"for {where}: expected a dict, got {short(got)}")
+        expect_kind(got, Mapping, "a dict", what=where)
         if "task" not in got:
             raise Wrong(
                 f'for {where}: your dict has no "task" (its keys: {sorted(got)})',
-                'return the whole TF_CONFIG, parsed: {"cluster": ..., "task": ...}',
+                "the task asks for the whole TF_CONFIG, parsed",
             )
         if got.get("task") != want["task"]:
             hint = (
-                "find the Job of `job` (its metadata.name is NAME-<job>, its label dtf-job is "
-                "<job>) among the manifests, whatever their order, and expand its TF_CONFIG "
-                "with `index`"
+                "the TF_CONFIG comes from the Job of `job`, whatever the manifests' order: "
+                "which manifest did yours come from?"
             )
             task_of = got.get("task")
             if isinstance(task_of, Mapping) and task_of.get("type") == task_.job:
-                hint = "expand the TF_CONFIG with the pod's index, `index`"
+                hint = "the right Job, but another pod's index: which index did you expand?"
             raise Wrong(expected_got(want["task"], task_of, f'{where}, "task"'), hint)
         if dict(got) != want:
             raise Wrong(
                 expected_got(want, dict(got), where),
-                "return the whole TF_CONFIG of that container, parsed: cluster and task",
+                "the task asks for the whole TF_CONFIG of that container, parsed",
             )
         # What the pod's strategy will make of it: TensorFlow's own reading and validation.
         try:
@@ -967,28 +940,13 @@ def task6(answer: Any, name: str, port: int) -> str:
     :func:`broken_deployments`, the manifest (its ``metadata.name``) and the field (its name,
     or a path ending with it) that breaks multi-worker training. Every broken deployment
     passes :func:`dtf.deploy.validate`: the fault is one of meaning, not of schema."""
-    try:
-        cases = broken_deployments(name, port)
-    except ClusterConfigError as exc:
-        raise Wrong(
-            f"the checker cannot build the lab's Indexed Jobs: {exc}",
-            "fix NAME or PORT in the parameters cell and run the lab from the top",
-        ) from None
+    cases = _inputs(broken_deployments, name, port, what="the lab's Indexed Jobs", fix=_PARAMETERS)
     got = call_function(answer)
-    if not isinstance(got, Mapping):
-        raise Wrong(
-            f"expected a dict {{case: (manifest name, field)}}, got {short(got)}",
-            "return one entry per case: " + ", ".join(repr(c) for c in cases),
-        )
+    expect_kind(got, Mapping, "a dict {case: (manifest name, field)}")
     for case, job, fields, _why in FAULTS:
         if case not in got:
             raise Wrong(f"your dict has no entry for case {case!r}", "one entry per case")
-        pair = got[case]
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-            raise Wrong(
-                f"for case {case!r}: expected (manifest name, field), got {short(pair)}",
-                "a pair: the broken manifest's metadata.name and the name of the field",
-            )
+        pair = expect_kind(got[case], (tuple, list), "(manifest, field)", size=2, what=repr(case))
         manifest, field = (str(x) for x in pair)
         want = f"{name}-{job}" if job else name
         names = [m["metadata"]["name"] for m in cases[case]]
