@@ -244,3 +244,9 @@ def test_generated_regions_are_not_linked() -> None:
     new, problems = contents.link_mentions(text, "INSTRUCTORS.md", index)
     assert problems == []
     assert new == text.replace("Lab 01 here", "[Lab 01](labs/01_x_lab.ipynb) here")
+
+
+def test_a_link_whose_text_wraps_a_line_is_a_link() -> None:
+    text = "See [notebook\n11](11_x.ipynb) and [part 11](11_x.ipynb)."
+    index = ({"11": "notebooks/11_x.ipynb"}, {})
+    assert contents.link_mentions(text, "notebooks/05_y.ipynb", index) == (text, [])

@@ -20,7 +20,7 @@ from dtf import timing
 from tests.conftest import ROOT
 
 #: The tutorials whose lessons rest on timings; each must print the load before it times.
-TIMING_NOTEBOOKS = ("03b", "04c", "09b", "10b", "12", "12b")
+TIMING_NOTEBOOKS = ("03b", "04c", "09b", "10b", "12", "12b", "12c", "12d", "12e")
 VERDICT = re.compile(
     r"^(?P<a>.+?) / (?P<b>.+?) time (?P<med>[\d.]+) \((?:repeats|all pairs) (?P<lo>[\d.]+) to "
     r"(?P<hi>[\d.]+), n=(?P<n>\d+)(?:x\d+)?\): (?P<rest>.+)$"

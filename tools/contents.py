@@ -302,7 +302,7 @@ MENTION = re.compile(
     rf"\b(?P<kind>[Nn]otebooks?|[Pp]arts?|[Ll]abs?)\s+(?P<nums>{_NUMBER}"
     rf"(?:(?:,\s*|,?\s+and\s+|,?\s+or\s+|\s*[–-]\s*|\s+to\s+){_NUMBER})*)(?![\w.]*\d)"
 )
-_LINK_SPAN = re.compile(r"!?\[[^\]\n]*\]\([^)\n]*\)")
+_LINK_SPAN = re.compile(r"!?\[[^\]]*\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")  # text may wrap
 MENTION_FILES = ("README.md", "INSTRUCTORS.md")
 
 

@@ -19,8 +19,14 @@ and only then imports the helper that does it:
 - ``dtf.supervise`` how every child process is started, tied to its parent, stopped and reaped
 - ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links
 - ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
-- ``dtf.scaling``   throughput measurements, one configuration per process
-- ``dtf.profiling`` read tf.profiler's trace (XSpace) into tables of ops and steps, and plot them
+- ``dtf.scaling``   run a measurement program in a process of its own, read its JSON line
+                    (the programs and the timing loop: ``dtf.scaling_mirrored``,
+                    ``dtf.scaling_chains`` and ``dtf.scaling_steps``, written by notebooks 12
+                    and 12e)
+- ``dtf.profiling`` load tf.profiler's trace (XSpace) and plot steps (reading it into ops and
+                    their overlap: ``dtf.trace_reading``, written by notebook 12b)
+- ``dtf.timing``    timing verdicts from repeats and their spread; the machine's load
+- ``dtf.params``    refuse a bad notebook parameter, naming it and its range
 - ``dtf.checks``    lab checkers, one module per lab
 
 Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act.
