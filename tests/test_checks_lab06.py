@@ -825,6 +825,7 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
         "chief-decides",
     ],
 )
+@pytest.mark.slow  # each case starts real worker runs: 5 to 7 s
 def test_task4_wrong(lab, switches, fragments) -> None:
     code = task4(**switches)
     if switches.get("which") == "launcher":
@@ -853,6 +854,7 @@ TASK4_MUTATIONS = {
 }
 
 
+@pytest.mark.slow  # each mutation starts real worker runs: up to 7 s
 @pytest.mark.parametrize("mutation", sorted(TASK4_MUTATIONS))
 def test_task4_mutated_checker_is_caught(lab, mutation) -> None:
     """The same wrong answer that test_task4_wrong rejects passes a mutated checker."""
