@@ -1,5 +1,10 @@
 """dtf.timing: a verdict follows from every repeat, and a busy machine is named busy."""
 
+import os
+import signal
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -29,6 +34,11 @@ def test_unpaired_needs_every_pair_to_agree():
     assert v.winner is None and str(v).endswith("no measurable difference, the pairs span 1")
 
 
+def test_a_quantity_other_than_time_is_smaller_not_faster():
+    v = timing.verdict("cost, N = 2", [2.0, 2.2], "cost, N = 1", [1.0, 1.1], word="smaller")
+    assert str(v).endswith("cost, N = 1 smaller, every repeat above 1")
+
+
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="one time per repeat"):
         timing.verdict("a", [1.0], "b", [1.0])
@@ -45,13 +55,30 @@ def test_repeat_medians_are_block_medians():
     np.testing.assert_allclose(got, [2, 20])
 
 
-def test_load_line_says_busy_above_one_per_core():
-    assert timing.Load(1.9, 2).quiet and "quiet" in str(timing.Load(1.9, 2))
-    busy = timing.Load(12.1, 2)
+def test_load_line_says_busy_above_a_quarter_of_the_cores():
+    assert timing.Load(0.25, 2).quiet and "quiet" in str(timing.Load(0.1, 2))
+    busy = timing.Load(0.6, 2)
     assert not busy.quiet and "BUSY" in str(busy)
     assert str(busy).startswith(timing.LOAD_LINE)
-    measured = timing.machine_load()
-    assert measured.cores >= 1 and measured.one_minute >= 0
+
+
+def test_another_program_counts_and_this_process_tree_does_not():
+    """A spinning program that is not our child raises the share; ours does not count."""
+    spin = "import time\nend = time.time() + 20\nwhile time.time() < end: pass"
+    script = f"{sys.executable} -c '{spin}' >/dev/null 2>&1 & echo $!"
+    pid = int(subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout)
+    try:  # sh has exited: the spinner is init's child now, another program
+        other = timing.machine_load(1.0)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+    assert other.share >= 1 / other.cores - 0.2, other  # about one whole core
+    child = subprocess.Popen([sys.executable, "-c", spin])
+    try:
+        with_child = timing.machine_load(1.0)
+    finally:
+        child.kill()
+        child.wait(10)
+    assert with_child.share < other.share, (with_child, other)
 
 
 # ------------------------------------------------------------ make outputs keeps busy timings out
@@ -68,15 +95,15 @@ def test_execute_in_place_refuses_timings_from_a_busy_machine(tmp_path, capsys):
         "display_name": "Python 3",
         "language": "python",
     }
-    busy = str(timing.Load(12.1, 2))
+    busy = str(timing.Load(0.9, 2))
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(f"print({busy!r})")]
     nbformat.write(nb, path)
     before = path.read_bytes()
     assert execute_in_place.main([str(path), "--timeout", "60"]) == 1
     assert path.read_bytes() == before  # the busy outputs were not stored
     err = capsys.readouterr().err
-    assert "failed at cell index 1" in err and "busy machine (load 12.10 on 2 cores)" in err
-    quiet = str(timing.Load(0.5, 2))
+    assert "failed at cell index 1" in err and "busy machine (load 0.90 of 2 cores" in err
+    quiet = str(timing.Load(0.05, 2))
     nb.cells[1] = nbformat.v4.new_code_cell(f"print({quiet!r})")
     nbformat.write(nb, path)
     assert execute_in_place.main([str(path), "--timeout", "60"]) == 0

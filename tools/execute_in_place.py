@@ -97,7 +97,7 @@ def busy_timing(nb: Any) -> tuple[int, str] | None:
     """(cell index, load) of a timing notebook that ran on a busy machine, else None.
 
     Timing lessons print :func:`dtf.timing.machine_load` before they time anything; its line
-    says BUSY when the one-minute load was above one runnable thread per core.
+    says BUSY when other programs used more than a quarter of the cores' time just before.
     """
     for index, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):

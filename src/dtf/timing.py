@@ -8,55 +8,75 @@ agrees on its side of 1; when the repeats' range contains 1, the honest verdict 
 measurable difference". With 5 repeats, a difference that is only noise puts all five ratios
 on one chosen side with probability 1/32, on either side 1/16.
 
-Timings taken on a busy machine measure the queue, not the step. :func:`machine_load` reads the
-one-minute load average (runnable threads, averaged) before the timing starts; the notebooks
-print it, ``make outputs`` stores a timing notebook only when it is at most
-:data:`QUIET_LOAD_PER_CORE` per core, and a test rejects stored timing outputs above it.
+Timings taken on a busy machine measure the queue, not the step. :func:`machine_load` measures,
+over one second before the timing starts, how much of the cores' time programs *other* than this
+notebook used; the notebooks print it, ``make outputs`` stores a timing notebook only when it is
+at most :data:`QUIET_SHARE`, and a test rejects stored timing outputs above it.
 """
 
 from __future__ import annotations
 
-import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-QUIET_LOAD_PER_CORE = 1.0  # at most one runnable thread per core, averaged over a minute
-LOAD_LINE = "machine load before timing:"  # what tests/test_stored_claims.py reads back
+QUIET_SHARE = 0.25  # other programs may use at most a quarter of all cores' time
+LOAD_LINE = "machine load before timing:"  # what tests/test_timing_outputs.py reads back
 
 
 @dataclass(frozen=True)
 class Load:
-    """The one-minute load average and the number of cores it is shared by."""
+    """The share of all cores' time that programs outside this process tree used."""
 
-    one_minute: float
+    share: float
     cores: int
 
     @property
-    def limit(self) -> float:
-        return QUIET_LOAD_PER_CORE * self.cores
-
-    @property
     def quiet(self) -> bool:
-        return self.one_minute <= self.limit
+        return self.share <= QUIET_SHARE
 
     def __str__(self) -> str:
         verdict = "quiet" if self.quiet else "BUSY: timings below measure waiting, not work"
         return (
-            f"{LOAD_LINE} {self.one_minute:.2f} on {self.cores} cores "
-            f"({verdict}; quiet means at most {self.limit:.2f})"
+            f"{LOAD_LINE} {self.share:.2f} of {self.cores} cores' time used by other programs "
+            f"({verdict}; quiet means at most {QUIET_SHARE:.2f})"
         )
 
 
-def machine_load() -> Load:
-    """The machine's one-minute load average and its usable cores (``os.getloadavg``)."""
-    try:
-        one_minute = os.getloadavg()[0]
-    except (AttributeError, OSError):  # Windows has no load average: report none
-        one_minute = 0.0
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return Load(round(one_minute, 2), cores or 1)
+def machine_load(window_s: float = 1.0) -> Load:
+    """What other programs used of the machine's cores during the next ``window_s`` seconds.
+
+    The machine's busy time (all cores, from ``psutil.cpu_times``) minus the CPU time of this
+    process and every process it started, over the window, as a share of all cores' time. So
+    the notebook's own kernel, servers and workers do not count, whatever they did before;
+    another program, or another notebook, does. The wait is the measurement: a sampling window.
+    """
+    import psutil
+
+    me = psutil.Process()
+
+    def own() -> float:
+        total = 0.0
+        for process in [me, *me.children(recursive=True)]:
+            try:
+                times = process.cpu_times()
+            except psutil.Error:  # ended during the window
+                continue
+            total += times.user + times.system
+        return total
+
+    def busy() -> float:
+        times = psutil.cpu_times()
+        return sum(times) - times.idle - getattr(times, "iowait", 0.0)
+
+    start, busy0, own0 = time.perf_counter(), busy(), own()
+    time.sleep(window_s)
+    elapsed = time.perf_counter() - start
+    cores = psutil.cpu_count() or 1
+    other = max(0.0, (busy() - busy0) - (own() - own0)) / (elapsed * cores)
+    return Load(round(min(other, 1.0), 2), cores)
 
 
 def repeat_medians(seconds: Sequence[float], repeats: int) -> np.ndarray:
@@ -79,6 +99,7 @@ class Verdict:
     ratios: np.ndarray  # time of a / time of b: one per repeat, or one per pair if not paired
     counts: tuple[int, ...] = ()  # (repeats of a, repeats of b) when not paired
     center: float | None = None  # the ratio of the medians when not paired
+    word: str = "faster"  # what a ratio below 1 makes `a`: "faster" for times, "smaller" else
 
     @property
     def median(self) -> float:
@@ -109,14 +130,20 @@ class Verdict:
             f"({kind} {self.low:.2f} to {self.high:.2f}, n={n})"
         )
         if self.winner == self.a:
-            return f"{spread}: {self.a} faster, every {unit} below 1"
+            return f"{spread}: {self.a} {self.word}, every {unit} below 1"
         if self.winner == self.b:
-            return f"{spread}: {self.b} faster, every {unit} above 1"
+            return f"{spread}: {self.b} {self.word}, every {unit} above 1"
         return f"{spread}: no measurable difference, the {unit}s span 1"
 
 
 def verdict(
-    a: str, a_times: Sequence[float], b: str, b_times: Sequence[float], *, paired: bool = True
+    a: str,
+    a_times: Sequence[float],
+    b: str,
+    b_times: Sequence[float],
+    *,
+    paired: bool = True,
+    word: str = "faster",
 ) -> Verdict:
     """Compare two configurations, one time per repeat each.
 
@@ -124,7 +151,8 @@ def verdict(
     repeat ``i`` of ``a`` is compared with repeat ``i`` of ``b``. ``paired=False``: they were
     timed one after the other, so no repeat of one belongs to a repeat of the other; every
     time of ``a`` is compared with every time of ``b``, and ``a`` is faster only if its slowest
-    repeat beat ``b``'s fastest. The median is then the ratio of the two medians.
+    repeat beat ``b``'s fastest. The median is then the ratio of the two medians. ``word`` names
+    the side with the smaller values: "faster" for times, e.g. "smaller" for a fitted cost.
     """
     a_times, b_times = np.asarray(a_times, float), np.asarray(b_times, float)
     same = a_times.shape == b_times.shape or not paired
@@ -136,7 +164,7 @@ def verdict(
     if (a_times <= 0).any() or (b_times <= 0).any():
         raise ValueError("times must be positive seconds")
     if paired:
-        return Verdict(a, b, a_times / b_times)
+        return Verdict(a, b, a_times / b_times, word=word)
     center = float(np.median(a_times) / np.median(b_times))
     ratios = np.ravel(np.divide.outer(a_times, b_times))
-    return Verdict(a, b, ratios, counts=(len(a_times), len(b_times)), center=center)
+    return Verdict(a, b, ratios, counts=(len(a_times), len(b_times)), center=center, word=word)
