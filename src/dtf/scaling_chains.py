@@ -3,8 +3,8 @@
 #   notebooks/12e_communication_and_logical_devices.ipynb
 # Change them, run them, then the command above (tests/test_export.py checks it).
 
-"""Notebook 12e, section 2: one chain of small matmuls on one logical CPU, against two independent
-chains on two, one intra-op thread per op. Run: python chains.py '{"size": 256, ...}'."""
+"""Notebook 12e, section 2: one chain of small matmuls, against two independent chains on one
+logical CPU and on two, one intra-op thread in the process. Run: python chains.py '{...}'."""
 
 import json
 import sys
@@ -25,13 +25,15 @@ def chain(x, device, length):
 
 
 def main(settings):
-    tf.config.threading.set_intra_op_parallelism_threads(1)  # before TensorFlow initialises
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # for the process, before TF starts
     first, second = devices.setup(2).names
     x = tf.random.stateless_normal([settings["size"]] * 2, seed=[1, 2])
     k = settings["length"]
-    one = tf.function(lambda: chain(x, first, k))
-    two = tf.function(lambda: chain(x, first, k) + chain(x, second, k))  # independent, then one add
-    steps = {"one chain": one, "two chains": two}
+    steps = {  # two chains: independent, then one add
+        "one chain": tf.function(lambda: chain(x, first, k)),
+        "two chains, one device": tf.function(lambda: chain(x, first, k) + chain(x, first, k)),
+        "two chains, two devices": tf.function(lambda: chain(x, first, k) + chain(x, second, k)),
+    }
     return step_seconds(steps, settings["warmup"], settings["timed"], settings["repeats"])
 
 
