@@ -126,11 +126,13 @@ def test_a_failing_notebook_raises_after_its_leftovers_are_stopped(tmp_path: Pat
     """The error names the cell; the saved notebook marks it failed; a process the notebook
     left behind (detached from the kernel, so the kernel's shutdown misses it) is stopped."""
     path = tmp_path / "fails.ipynb"
+    # A session of its own: a kernel killed at shutdown (slow under load) takes its process
+    # group with it, and then there would be nothing left for the runner to find.
     leak = (
         "import subprocess\n"
-        "out = subprocess.run(['sh', '-c', 'sleep 600 >/dev/null 2>&1 & echo $!'],\n"
-        "    capture_output=True, text=True, check=True, timeout=10)\n"
-        "open('leak.pid', 'w').write(out.stdout.strip())"
+        "out = subprocess.Popen(['sleep', '600'], start_new_session=True,\n"
+        "    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "open('leak.pid', 'w').write(str(out.pid))"
     )
     nbformat.write(notebook(leak, "raise ValueError('boom')", "never = 1"), path)
     out = tmp_path / "executed.ipynb"

@@ -152,10 +152,10 @@ def test_mirrored_program_times_both_batches_of_two_replicas():
 
 
 @pytest.mark.slow
-def test_chains_program_times_one_and_two_chains():
+def test_chains_program_times_one_chain_and_two_on_one_and_two_devices():
     settings = {"size": 32, "length": 4, "warmup": 1, "timed": 2, "repeats": 3}
     proc = _cli("chains", json.dumps(settings))
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert set(result) == {"one chain", "two chains"}
+    assert set(result) == {"one chain", "two chains, one device", "two chains, two devices"}
     assert all(len(v) == 3 and min(v) > 0 for v in result.values())
