@@ -195,13 +195,17 @@ def _without_code(markdown: str) -> str:
     for i, line in enumerate(lines):
         m = _FENCE.match(line)
         if fence is None and m:
-            fence, lines[i] = m[1], ""
+            fence, lines[i] = m[1], " " * len(line)
         elif fence is not None:
             if m and m[1][0] == fence[0] and len(m[1]) >= len(fence):
                 fence = None
-            lines[i] = ""
-    text = "\n".join(lines)
-    return _CODE_SPAN.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
+            lines[i] = " " * len(line)
+    return _CODE_SPAN.sub(_spaces, "\n".join(lines))
+
+
+def _spaces(match: re.Match) -> str:
+    """The matched text as spaces, its line breaks kept."""
+    return re.sub(r"[^\n]", " ", match[0])
 
 
 def link_targets(markdown: str) -> list[tuple[int, str]]:
@@ -340,19 +344,8 @@ def _target_for(kind: str, number: str, file: str, index) -> str | None:
 def _blank(text: str) -> str:
     """``text`` with code, headings and generated regions (``<!-- x:start -->`` to
     ``<!-- x:end -->``) turned into spaces: every offset stays where it was."""
-    spaces = lambda m: re.sub(r"[^\n]", " ", m[0])  # noqa: E731
-    lines, fence = text.split("\n"), None
-    for i, line in enumerate(lines):
-        m = _FENCE.match(line)
-        if fence is None and m:
-            fence, lines[i] = m[1], " " * len(line)
-        elif fence is not None:
-            if m and m[1][0] == fence[0] and len(m[1]) >= len(fence):
-                fence = None
-            lines[i] = " " * len(line)
-    blank = _CODE_SPAN.sub(spaces, "\n".join(lines))
-    blank = re.sub(r"(?m)^ {0,3}#.*$", spaces, blank)
-    return re.sub(r"<!-- (\w+):start -->.*?<!-- \1:end -->", spaces, blank, flags=re.S)
+    blank = re.sub(r"(?m)^ {0,3}#.*$", _spaces, _without_code(text))
+    return re.sub(r"<!-- (\w+):start -->.*?<!-- \1:end -->", _spaces, blank, flags=re.S)
 
 
 def _mentions(text: str):
