@@ -26,7 +26,7 @@ import nbformat
 import pytest
 
 from tests.conftest import ROOT
-from tests.test_timing_outputs import verdict_errors
+from tests.test_timing_outputs import VERDICT, verdict_errors
 
 NOTEBOOKS = ROOT / "notebooks"
 NUMBER = r"-?\d+(?:\.\d+)?"
@@ -206,15 +206,9 @@ def check_12_scaling(nb):
     assert "ylim=(0, 1.1)" not in plot and 'summary["efficiency"].max()' in plot
 
 
-VERDICT_LINE = re.compile(  # dtf.timing.Verdict's line, paired ("repeats") or not ("all pairs")
-    r"^(?P<a>.+?) / (?P<b>.+?) time [\d.]+ \((?:repeats|all pairs) (?P<lo>[\d.]+) to "
-    r"(?P<hi>[\d.]+), n=\d+(?:x\d+)?\): (?P<rest>.+)$"
-)
-
-
 def verdicts_in(text: str) -> dict[str, re.Match]:
     """The dtf.timing verdict lines of a stored output, by the name of their first side."""
-    found = (VERDICT_LINE.match(line.strip()) for line in text.splitlines())
+    found = (VERDICT.match(line.strip()) for line in text.splitlines())
     return {m["a"]: m for m in found if m}
 
 
