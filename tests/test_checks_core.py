@@ -617,3 +617,22 @@ def test_expect_kind_and_call_function_hints() -> None:
         core.call_function(raises, 1, hints=(("no .* here", "look at x"),), where="call 1")
     assert info.value.hint == "look at x" and " at 0x" not in info.value.detail
     assert info.value.detail.startswith("for call 1: `raises` raised ValueError")
+
+
+def test_diagnose_raises_the_first_mistake_that_holds():
+    from dtf.checks.core import Mistake, Wrong, diagnose
+
+    table = [
+        Mistake(lambda got, want: got == 2 * want, "got {got}, twice {want}", "counted twice"),
+        Mistake(lambda got, want: got > want, "got {got}, above {want}", "too many"),
+    ]
+    with pytest.raises(Wrong) as raised:
+        diagnose(table, got=8, want=4)
+    assert (raised.value.detail, raised.value.hint) == ("got 8, twice 4", "counted twice")
+    with pytest.raises(Wrong) as raised:
+        diagnose(table, got=5, want=4)
+    assert raised.value.hint == "too many"
+    diagnose(table, got=3, want=4)  # no mistake and no fallback: nothing raised
+    with pytest.raises(Wrong) as raised:
+        diagnose(table, "expected {want}, got {got}", got=3, want=4)
+    assert (raised.value.detail, raised.value.hint) == ("expected 4, got 3", None)

@@ -12,6 +12,8 @@
 - :func:`expect_equal`, :func:`expect_close` and :func:`short` compare values and describe
   them in messages; :func:`device_names`, :func:`placement_table` and :func:`devices_of`
   read a device setup and a placement table.
+- :class:`Mistake` and :func:`diagnose`: a task's known wrong answers as a table (test,
+  detail, hint) that core runs after the reference computation disagrees.
 - :func:`reference_reached`: whether an answer hands its task to the course's own reference
   code (a task's ``references``, refused before the answer runs).
 
@@ -60,6 +62,7 @@ __all__ = [
     "WRONG",
     "Task",
     "Verdict",
+    "Mistake",
     "Wrong",
     "as_array",
     "assert_all_correct",
@@ -70,6 +73,7 @@ __all__ = [
     "default_device",
     "device_names",
     "devices_of",
+    "diagnose",
     "expect_close",
     "expect_equal",
     "expect_kind",
@@ -716,6 +720,31 @@ def expect_close(
             hint,
         )
     return largest
+
+
+# --------------------------------------------------------------------------- known mistakes
+
+
+@dataclass(frozen=True)
+class Mistake:
+    """One known wrong answer of a task, as data: when ``test(**facts)`` is true, the answer
+    made this mistake. ``detail`` and ``hint`` are format strings over the same facts; the
+    hint names the mistake, never the fix or the expected value (tests/test_checks_hints.py)."""
+
+    test: Callable[..., bool]
+    detail: str
+    hint: str
+
+
+def diagnose(mistakes: Sequence[Mistake], fallback: str | None = None, **facts: Any) -> None:
+    """Raise :class:`Wrong` for the first of ``mistakes`` whose test holds on ``facts``; when
+    none does and ``fallback`` is given, raise :class:`Wrong` with it (formatted, no hint).
+    A task's table lists its mistakes in the order a learner should meet them."""
+    for mistake in mistakes:
+        if mistake.test(**facts):
+            raise Wrong(mistake.detail.format(**facts), mistake.hint.format(**facts))
+    if fallback is not None:
+        raise Wrong(fallback.format(**facts))
 
 
 # --------------------------------------------------------------------------- devices
