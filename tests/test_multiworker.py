@@ -20,6 +20,7 @@ import numpy as np
 import psutil
 import pytest
 
+from dtf.lessons import worker_program as mw_program
 from dtf.multiworker import (
     DEFAULT_PROGRAM,
     DEFAULT_START_METHOD,
@@ -33,7 +34,6 @@ from dtf.multiworker import (
     hooks,
 )
 from dtf.multiworker import launcher as mw_launcher
-from dtf.multiworker import program as mw_program
 
 from .conftest import QUIET_ENV, ROOT
 
@@ -111,7 +111,7 @@ KILLED_MESSAGE = """Graph execution error:
 Detected at node sgd/CollectiveReduceV2 defined at (most recent call last):
   File "<frozen runpy>", line 198, in _run_module_as_main
 
-  File "/home/someone/dtf/multiworker/program.py", line 179, in train_step
+  File "/home/someone/dtf/lessons/worker_program.py", line 179, in train_step
 
 Collective ops is aborted by: recvmsg:Connection reset by peer
 Additional GRPC error information from remote target /job:worker/replica:0/task:1 while calling \

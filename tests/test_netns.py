@@ -4,7 +4,7 @@ The post's layout on three hosts of a private /24: ``host`` (the client), ``work
 ``worker1``, each task at its own address and port 2222. Servers start in the workers through
 ``LocalCluster(command_prefix=...)``; clients run in the ``host`` namespace as subprocesses,
 so a client that hangs can be bounded and killed. The clients are notebook 13's own programs,
-``python -m dtf.netns_programs.<name>`` (written into the package from the notebook's cells by
+``python -m dtf.lessons.<name>`` (written into the package from the notebook's cells by
 ``python -m tools.export``): the tests check the code the learner reads. Clients run at
 the same time where they can: three of them import TensorFlow and connect in ~4 s together on
 2 cores. The whole file takes ~25-30 s here, ~10 s of it the wait that shows a hung client.
@@ -57,7 +57,7 @@ def needs_root(test):
 #: Set by .ci/run when it runs as root: there these tests must run, never skip.
 REQUIRED = os.environ.get("DTF_REQUIRE_NETNS") == "1"
 #: Notebook 13's programs, generated from its cells: ``python -m PROGRAMS.<name> ARGS``.
-PROGRAMS = "dtf.netns_programs"
+PROGRAMS = "dtf.lessons"
 #: The bound the issue sets for a cut link to become an error.
 ERROR_WITHIN_S = 10.0
 #: How long the client without keepalive must still be waiting after the cut.
@@ -665,7 +665,7 @@ def test_the_command_line():
         assert f"python -m dtf.netns down --tag {tag}" in up.stdout
         spec = json.loads(up.stdout.split("cluster: ", 1)[1].splitlines()[0])
         assert list(spec) == ["host", "worker"] and spec["worker"][0].endswith(":2222")
-        assert f"-m dtf.netns_programs.post_client '{json.dumps(spec)}'" in up.stdout
+        assert f"-m dtf.lessons.post_client '{json.dumps(spec)}'" in up.stdout
         again = netns_cli("up", "--tag", tag)
         assert again.returncode == 1 and f"hosts tagged '{tag}' exist already" in again.stderr
         assert tag in netns.ours()  # the refused second `up` removed nothing

@@ -1,11 +1,12 @@
-"""Tests for ``dtf.parallel``, ``dtf.model_parallel`` and ``dtf.pipeline`` (generated from the
-cells of notebooks 04 and 04b): layer groups, the GPipe schedule and its bubble, byte counts
+"""Tests for ``dtf.parallel``, ``dtf.lessons.model_parallel`` and ``dtf.lessons.pipeline``
+(generated from the cells of notebooks 04 and 04b): layer groups, the GPipe schedule and its
+bubble, byte counts
 against hand-computed values, stages whose variables and backward passes live on their own
 devices, and a pipeline that computes the model-parallel (and data-parallel) gradients.
 
 Shapes, schedules and argument checks run in this process without TensorFlow. Everything that
-runs TensorFlow (``dtf.pipeline`` imports it) runs in one fresh interpreter with three logical
-CPUs (TensorFlow fixes its device layout once per process), which checks several things and
+runs TensorFlow (``dtf.lessons.pipeline`` imports it) runs in one fresh interpreter with three
+logical CPUs (TensorFlow fixes its device layout once per process), which checks several things and
 prints one JSON line.
 """
 
@@ -186,7 +187,8 @@ def test_import_does_not_import_tensorflow():
         import sys
         import dtf.parallel
         names = set(dir(dtf.parallel))
-        print("tensorflow" in sys.modules, "keras" in sys.modules, "dtf.pipeline" in sys.modules)
+        loaded = ("tensorflow", "keras", "dtf.lessons.pipeline")
+        print(*(name in sys.modules for name in loaded))
         print(all(n in names for n in dtf.parallel.PIPELINE_NAMES))
         try:
             dtf.parallel.no_such_function
@@ -204,16 +206,16 @@ def test_import_does_not_import_tensorflow():
 
 
 def test_pipeline_names_are_the_generated_modules_functions():
-    """Every name ``dtf.parallel`` re-exports is a function defined in ``dtf.pipeline`` or in
-    ``dtf.model_parallel``, which it imports (read without importing them), and every public
-    function there is re-exported."""
+    """Every name ``dtf.parallel`` re-exports is a function defined in ``dtf.lessons.pipeline``
+    or in ``dtf.lessons.model_parallel``, which it imports (read without importing them), and
+    every public function there is re-exported."""
     import ast
 
     from tests.conftest import ROOT
 
     defined = set()
     for module in ("model_parallel", "pipeline"):  # notebooks 04 and 04b write them
-        tree = ast.parse((ROOT / f"src/dtf/{module}.py").read_text(encoding="utf-8"))
+        tree = ast.parse((ROOT / f"src/dtf/lessons/{module}.py").read_text(encoding="utf-8"))
         defined |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
     assert set(parallel.PIPELINE_NAMES) == {n for n in defined if not n.startswith("_")}
     assert set(parallel.PIPELINE_NAMES) <= set(parallel.__all__)
@@ -228,7 +230,7 @@ import numpy as np
 out = os.fdopen(os.dup(1), "w")  # placement.capture() reroutes descriptor 1: keep a copy
 from dtf import quiet
 quiet.quiet()
-from dtf import pipeline  # first: the generated module imports all it needs by itself
+from dtf.lessons import pipeline  # first: the generated module imports all it needs by itself
 import tensorflow as tf
 from dtf import devices, parallel, placement
 

@@ -47,7 +47,7 @@ def test_kind(op, thread, expected):
 
 
 def test_union_and_length():
-    """Notebook 12b's interval arithmetic (dtf.trace_reading): overlaps merge, in order."""
+    """Notebook 12b's interval arithmetic (dtf.lessons.trace_reading): overlaps merge, in order."""
     assert profiling.union([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
     assert profiling.union([]) == []
     assert profiling.union([(0, 1), (1, 2)]) == [(0, 2)]  # touching intervals merge
@@ -57,7 +57,7 @@ def test_union_and_length():
 
 def test_the_reader_is_written_from_notebook_12b():
     """One source: dtf.profiling's reading functions are those exported from 12b's cells."""
-    from dtf import trace_reading
+    from dtf.lessons import trace_reading
 
     for name in ("kind", "op_table", "events_of", "breakdown", "in_step", "union", "KINDS"):
         assert getattr(profiling, name) is getattr(trace_reading, name)

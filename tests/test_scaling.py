@@ -1,6 +1,7 @@
-"""Notebook 12's measurements: its timing loop (exported into ``dtf.scaling_steps``), its two
-programs (exported into ``dtf.scaling_mirrored`` and ``dtf.scaling_chains``) and ``dtf.scaling``,
-which runs a program in a fresh process and reads back its one JSON line."""
+"""Notebook 12's measurements: its timing loop (exported into ``dtf.lessons.scaling_steps``),
+its two programs (exported into ``dtf.lessons.scaling_mirrored`` and
+``dtf.lessons.scaling_chains``) and ``dtf.scaling``, which runs a program in a fresh process
+and reads back its one JSON line."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 import pytest
 
 from dtf import scaling
-from dtf.scaling_steps import step_seconds
+from dtf.lessons.scaling_steps import step_seconds
 from tests.conftest import QUIET_ENV, ROOT
 
 
@@ -52,7 +53,7 @@ def test_step_seconds_warms_up_then_times_in_turns():
 
 def test_step_seconds_divides_by_the_timed_steps(monkeypatch):
     """A timing of 4 steps that took 2 s on the clock is 0.5 s per step."""
-    import dtf.scaling_steps as module
+    import dtf.lessons.scaling_steps as module
 
     clock = iter([10.0, 12.0])
     monkeypatch.setattr(module.time, "perf_counter", lambda: next(clock))

@@ -9,8 +9,6 @@ and only then imports the helper that does it:
 - ``dtf.placement`` capture device-placement logs as a table
 - ``dtf.towers``    in-graph replication: one model copy per device, gradients averaged
 - ``dtf.parallel``  model, data and pipeline parallelism of one small network, and their costs
-                    (the steps themselves: ``dtf.model_parallel`` and ``dtf.pipeline``, written
-                    by notebooks 04 and 04b)
 - ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
 - ``dtf.cluster``   real TensorFlow clusters of server processes on this machine
@@ -20,14 +18,13 @@ and only then imports the helper that does it:
 - ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links
 - ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
 - ``dtf.scaling``   run a measurement program in a process of its own, read its JSON line
-                    (the programs and the timing loop: ``dtf.scaling_mirrored``,
-                    ``dtf.scaling_chains`` and ``dtf.scaling_steps``, written by notebooks 12
-                    and 12e)
-- ``dtf.profiling`` load tf.profiler's trace (XSpace) and plot steps (reading it into ops and
-                    their overlap: ``dtf.trace_reading``, written by notebook 12b)
+- ``dtf.profiling`` load tf.profiler's trace (XSpace) and plot steps
 - ``dtf.timing``    timing verdicts from repeats and their spread; the machine's load
 - ``dtf.params``    refuse a bad notebook parameter, naming it and its range
 - ``dtf.checks``    lab checkers, one module per lab
+- ``dtf.lessons``   GENERATED from the notebooks' cells marked ``# export: dtf/lessons/NAME.py``
+                    (``python -m tools.export``): the lessons' own TensorFlow, for the code
+                    above, the tests and worker processes. Nothing else lives there.
 
 Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act.
 """

@@ -71,7 +71,7 @@ from dtf.cluster.spec import (
     strategy_jobs,
     tf_config,
 )
-from dtf.multiworker.program import EXIT_PREEMPTED
+from dtf.lessons.worker_program import EXIT_PREEMPTED
 
 #: The image of the default container: TensorFlow's own, at the course's version.
 DEFAULT_IMAGE = "tensorflow/tensorflow:2.21.0"

@@ -18,7 +18,7 @@ on port 2222 at an address of its own, as in the post's ``config.json``::
 
 From a shell: ``python -m dtf.netns up`` (prints the addresses, the cluster JSON, the
 command that starts each server and the one that runs notebook 13's client program,
-:mod:`dtf.netns_programs.post_client`, in ``host``), ``python -m dtf.netns status``,
+:mod:`dtf.lessons.post_client`, in ``host``), ``python -m dtf.netns status``,
 ``python -m dtf.netns down``.
 
 The network
@@ -763,7 +763,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"--cluster-json '{json.dumps(spec)}' --job {job} --task {index}"
                 )
         if "host" in spec:  # notebook 13's client program: the post's ops on every worker
-            print(f"{client} -m dtf.netns_programs.post_client '{json.dumps(spec)}'")
+            print(f"{client} -m dtf.lessons.post_client '{json.dumps(spec)}'")
         hint = deadline.client_hint(spec)  # what a client must do not to wait forever
         if hint:
             print(hint)

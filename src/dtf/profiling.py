@@ -9,12 +9,12 @@ a name (through the plane's ``event_metadata``), a start and a duration in picos
 *stats* (through ``stat_metadata``).
 
 Reading the ops is the lesson of notebook 12b, so it stands in 12b's cells, which
-``python -m tools.export`` writes into :mod:`dtf.trace_reading`: ``kind`` (compute,
+``python -m tools.export`` writes into :mod:`dtf.lessons.trace_reading`: ``kind`` (compute,
 communication or input), ``op_table`` (one row per op, an asynchronous op's
 ``ExecutorState::ProcessAsync::Start`` and ``…::Done`` events joined by their flow id, so that
 its duration includes its wait), ``union`` and ``length`` (interval arithmetic) and
 ``breakdown`` (each step's compute, communication, input and idle, each moment counted once).
-This module re-exports them (imported on first use: ``dtf.trace_reading`` imports this
+This module re-exports them (imported on first use: ``dtf.lessons.trace_reading`` imports this
 module's plumbing), for parts 12c and 12d, lab 05's checker and the tests, and adds:
 
 - :func:`load` reads the newest run under a log folder, :func:`host_plane` finds a plane,
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
-#: Written from notebook 12b's cells into :mod:`dtf.trace_reading`, which imports this module:
-#: imported from there on first use (:func:`__getattr__`).
+#: Written from notebook 12b's cells into :mod:`dtf.lessons.trace_reading`, which imports this
+#: module: imported from there on first use (:func:`__getattr__`).
 READING_NAMES = (
     "ASYNC",
     "COMMUNICATION_OPS",
@@ -87,9 +87,9 @@ def xplane_pb2():
 
 
 def __getattr__(name: str):
-    """The names of :data:`READING_NAMES`, from :mod:`dtf.trace_reading` (12b's cells)."""
+    """The names of :data:`READING_NAMES`, from :mod:`dtf.lessons.trace_reading` (12b's cells)."""
     if name in READING_NAMES:
-        from dtf import trace_reading
+        from dtf.lessons import trace_reading
 
         return getattr(trace_reading, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -169,7 +169,7 @@ def ops(space, plane: str = HOST_PLANE) -> pd.DataFrame:
     """Every op that ran, one row each (:data:`OP_COLUMNS`), in order of start: notebook
     12b's ``op_table`` of the plane ``plane``; times in microseconds from the start of its
     first line."""
-    from dtf.trace_reading import op_table
+    from dtf.lessons.trace_reading import op_table
 
     return op_table(host_plane(space, plane))
 
@@ -217,7 +217,7 @@ def shares(table: pd.DataFrame) -> pd.Series:
     total = table["step_ms"].sum()
     if total <= 0:
         raise TraceError("the steps last no time")
-    from dtf.trace_reading import KINDS
+    from dtf.lessons.trace_reading import KINDS
 
     return table[[*KINDS, "idle"]].sum() / total
 
@@ -232,7 +232,7 @@ def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None
     Compute is drawn last, over the waits of asynchronous ops started on the same thread."""
     from matplotlib.patches import Patch
 
-    from dtf.trace_reading import KINDS
+    from dtf.lessons.trace_reading import KINDS
 
     inside = in_step(table, step)
     threads = sorted(set(inside["thread"]))

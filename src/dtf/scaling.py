@@ -6,9 +6,10 @@ with size 4, but that group has size 2 ... Restart your program", tensorflow#627
 settings must be made before TensorFlow initialises. So notebook 12 writes its two measurements
 as programs in its own cells (``%%writefile``, into ``build/12_programs/``) and runs them with
 :func:`run_program`, one process at a time. ``python -m tools.export`` writes the same cells
-into the package: :mod:`dtf.scaling_mirrored` (``MirroredStrategy``'s seconds per step for one
-number of replicas), :mod:`dtf.scaling_chains` (one chain of small matmuls against two), and
-section 1's timing loop, which both import, into :mod:`dtf.scaling_steps`. Outside the notebook::
+into the package: :mod:`dtf.lessons.scaling_mirrored` (``MirroredStrategy``'s seconds per
+step for one number of replicas), :mod:`dtf.lessons.scaling_chains` (one chain of small matmuls
+against two), and section 1's timing loop, which both import, into
+:mod:`dtf.lessons.scaling_steps`. Outside the notebook::
 
     python -m dtf.scaling mirrored '{"replicas": 2}'   # settings not given take DEFAULTS
     python -m dtf.scaling chains
@@ -29,7 +30,7 @@ from pathlib import Path
 from dtf import quiet
 
 #: The exported programs, by the name the command line gives them.
-PROGRAMS = {"mirrored": "dtf.scaling_mirrored", "chains": "dtf.scaling_chains"}
+PROGRAMS = {"mirrored": "dtf.lessons.scaling_mirrored", "chains": "dtf.lessons.scaling_chains"}
 #: Their settings when run from the command line (notebook 12 passes its parameters).
 DEFAULTS = {
     "mirrored": {

@@ -19,7 +19,7 @@ deadline of a run (``TrainConfig.deadline_s``) is enforced by the parent, from o
 The worker exits as soon as the program ends. Waiting for the other workers first (so that
 none leaves while a peer still fetches its share of the last all-reduce) is the program's
 own business: notebook 11's program does it at a barrier of the coordination service
-(``leave_together`` in :mod:`dtf.multiworker.program`), where the learner reads it.
+(``leave_together`` in :mod:`dtf.lessons.worker_program`), where the learner reads it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 hooks that let a notebook provoke failures at a known step.
 
 The worker program itself, the TensorFlow of the lesson, is written by notebook 11
-(:mod:`dtf.multiworker.program` is generated from its cells). It gets one :class:`Worker`
+(:mod:`dtf.lessons.worker_program` is generated from its cells). It gets one :class:`Worker`
 from :meth:`Worker.current` and uses it for everything that is not training:
 
 - ``worker.config``: the :class:`TrainConfig` of the run, the same for every worker;

@@ -37,7 +37,7 @@ _MODULE = "dtf.multiworker._process"
 _WORKDIR_PREFIX = "dtf-multiworker-"
 #: The program a worker runs unless told otherwise: the package's copy of the one notebook 11
 #: writes (generated from its cells by ``python -m tools.export``).
-DEFAULT_PROGRAM = Path(__file__).with_name("program.py")
+DEFAULT_PROGRAM = Path(__file__).resolve().parent.parent / "lessons" / "worker_program.py"
 
 
 class WorkerError(RuntimeError):
