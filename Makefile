@@ -35,7 +35,7 @@ STAMP := $(VENV)/.installed-$(REQUIREMENTS)
 # them: run, lab, outputs and labs never install pytest, ruff or uv.
 DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv dev run test check lab outputs labs export lint clean
+.PHONY: help venv dev run test check lab outputs labs measurements export lint clean
 
 help: ## list the targets and options (this text)
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -63,19 +63,20 @@ $(DEV_STAMP): $(STAMP) requirements-dev.txt
 dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt, pre-commit)
 
 # Three workers on two cores: many tests wait (servers starting, timeouts waited out, peers
-# frozen), so two workers kept the cores only ~80 % busy (measured: -n 2, 1830 tests, 589 s;
-# -n 3, 1987 tests, 477 s). --dist loadgroup keeps a notebook's cells, and a module's tests, on one worker
-# (tests/conftest.py). make test leaves out what is marked slow, notebook, root or hosted; make
-# check only what is marked hosted (a simulated Colab runtime: nox -s hosted runs it). Both need
-# the test tools (requirements-dev.txt).
+# frozen), so two workers leave the cores idle part of the time. --dist loadgroup keeps a
+# notebook's cells, and a module's tests, on one worker (tests/conftest.py). make test leaves
+# out what is marked slow, notebook, root or hosted; make check only what is marked hosted (a
+# simulated Colab runtime: nox -s hosted runs it). Both need the test tools
+# (requirements-dev.txt), and both record their counts and times in build/suites/ for
+# docs/measurements.md (make measurements), where every measured time of the course lives.
 PYTEST := $(PY) -m pytest -n 3 --dist loadgroup
 FAST := not slow and not notebook and not root and not hosted
 
-test: $(DEV_STAMP) ## the fast tests, about 1.5 minutes: run them after every change
-	$(PYTEST) -m "$(FAST)" $(ARGS)
+test: $(DEV_STAMP) ## the fast tests (times: docs/measurements.md): run them after every change
+	$(PYTEST) -m "$(FAST)" --record-suite test $(ARGS)
 
 check: $(DEV_STAMP) ## every test: nbval, other device counts, labs, clusters, root (CI runs it)
-	$(PYTEST) -m "not hosted" $(ARGS)
+	$(PYTEST) -m "not hosted" --record-suite check $(ARGS)
 
 # The course's JupyterLab settings (no news or update pop-ups, README rendered), then JupyterLab
 # on localhost with the README open.
@@ -88,6 +89,9 @@ outputs: $(STAMP) ## re-execute the tutorial notebooks in place (fresh stored ou
 
 labs: $(STAMP) ## regenerate the student labs from labs/solutions
 	$(PY) -m tools.make_labs $(ARGS)
+
+measurements: $(STAMP) ## write docs/measurements.md from the last run, test and check records
+	$(PY) -m tools.measurements $(ARGS)
 
 export: $(STAMP) ## rewrite the package files made from notebook cells tagged export:PATH
 	$(PY) -m tools.export $(ARGS)

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -231,6 +232,83 @@ class _NoStderrUnderNbval:
 
 
 def pytest_configure(config):
+    _CONFIG["config"] = config
     if config.pluginmanager.hasplugin("nbval"):
         # Registered as a plugin, not a conftest hook: the notebooks are not under tests/.
         config.pluginmanager.register(_NoStderrUnderNbval(), "dtf-no-stderr-under-nbval")
+
+
+# --------------------------------------------------------------------------- suite records
+
+#: Where ``--record-suite NAME`` writes ``NAME.json`` (``make test`` and ``make check`` pass it);
+#: ``python -m tools.measurements`` turns the records into docs/measurements.md.
+SUITES_DIR = ROOT / "build" / "suites"
+#: The session's config, for the report hook (which is not given it).
+_CONFIG: dict = {}
+
+
+def suite_group(nodeid: str) -> str:
+    """The group of a test in a suite record: what costs what in ``make check``."""
+    if nodeid.startswith(("notebooks/", "labs/")):
+        return "nbval: tutorials at their default count"
+    for name, group in (
+        ("test_tutorial_runs_at_another_device_count", "tutorials at another device count"),
+        ("test_lab_solution_runs", "lab solutions at another device count"),
+        ("test_student_lab_runs", "student labs"),
+        ("tests/test_keepalive_claim.py", "keepalive measured (waits on gRPC)"),
+    ):
+        if name in nodeid:
+            return group
+    return "every other test"
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--record-suite",
+        metavar="NAME",
+        help="write build/suites/NAME.json: counts, wall time and seconds per group",
+    )
+
+
+def pytest_sessionstart(session):
+    session.config._dtf_suite = {"start": time.monotonic(), "groups": {}, "outcomes": {}}
+
+
+def pytest_runtest_logreport(report):
+    record = getattr(_CONFIG.get("config"), "_dtf_suite", None)
+    if record is None:
+        return
+    group = suite_group(report.nodeid.rsplit("@", 1)[0])
+    record["groups"][group] = record["groups"].get(group, 0.0) + report.duration
+    if report.when == "call" or report.outcome != "passed":
+        record["outcomes"][report.nodeid] = report.outcome
+
+
+def pytest_sessionfinish(session, exitstatus):
+    name = session.config.getoption("--record-suite", None)
+    record = getattr(session.config, "_dtf_suite", None)
+    if not name or record is None or hasattr(session.config, "workerinput"):
+        return  # not asked, or an xdist worker: the controller sees every report
+    outcomes = list(record["outcomes"].values())
+    SUITES_DIR.mkdir(parents=True, exist_ok=True)
+    (SUITES_DIR / f"{name}.json").write_text(
+        json.dumps(
+            {
+                "suite": name,
+                "markers": session.config.getoption("-m", ""),
+                "arguments": list(session.config.invocation_params.args),
+                "workers": session.config.getoption("numprocesses", None),
+                "cores": os.cpu_count(),
+                "passed": outcomes.count("passed"),
+                "failed": outcomes.count("failed"),
+                "skipped": outcomes.count("skipped"),
+                "seconds": round(time.monotonic() - record["start"], 1),
+                "group_seconds": {k: round(v, 1) for k, v in sorted(record["groups"].items())},
+                "exit_status": int(exitstatus),
+                "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            },
+            indent=1,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
