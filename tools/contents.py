@@ -379,8 +379,8 @@ def link_mentions(text: str, file: str, index) -> tuple[str, list[str]]:
         if len(numbers) == 1:
             edits.append((start, end, f"[{text[start:end]}]({targets[0]})"))
         else:
-            for (at, number), target in zip(numbers, targets, strict=True):
-                edits.append((at, at + len(number), f"[{number}]({target})"))
+            for (at, number), link in zip(numbers, targets, strict=True):
+                edits.append((at, at + len(number), f"[{number}]({link})"))
     for a, b, new in sorted(edits, reverse=True):
         text = text[:a] + new + text[b:]
     return text, problems
@@ -461,8 +461,8 @@ def main(argv: list[str] | None = None, root: Path = REPO_ROOT) -> int:
         print(f"part reference: {problem}")
     stale += linked if args.check else []
     broken = broken_links(root)
-    for problem in broken:
-        print(f"broken link: {problem}")
+    for link in broken:
+        print(f"broken link: {link}")
     if broken:
         print(f"{len(broken)} broken link(s): fix the link or add the file it points to")
     return 1 if stale or broken or problems else 0

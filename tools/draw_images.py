@@ -22,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -30,6 +31,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
+from matplotlib.typing import RcKeyType  # noqa: E402
 
 # Run as a file (`python tools/draw_images.py`), not as `python -m tools.draw_images`:
 # put the repository root first on the import path, so that `tools` below is this package.
@@ -43,7 +45,7 @@ from dtf import masking  # noqa: E402  (after tools.nbtools, which can make it i
 
 IMAGES = ROOT / "images"
 DPI = 100
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "font.family": "DejaVu Sans",
     "font.size": 10,
     "svg.hashsalt": "dtf",

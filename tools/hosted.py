@@ -47,7 +47,10 @@ def repo_url(root: Path = REPO_ROOT) -> str:
 
 def release_ref(root: Path = REPO_ROOT) -> str:
     init = (root / "src" / "dtf" / "__init__.py").read_text(encoding="utf-8")
-    return "v" + re.search(r'^__version__ = "([^"]+)"', init, re.M)[1]
+    found = re.search(r'^__version__ = "([^"]+)"', init, re.M)
+    if not found:
+        raise ValueError("src/dtf/__init__.py has no __version__ line")
+    return "v" + found[1]
 
 
 def blob_url(relpath: str, root: Path = REPO_ROOT) -> str:

@@ -56,7 +56,8 @@ def installed() -> dict[str, str]:
 
 def lacking(reqs: list[str], have: dict[str, str]) -> list[str]:
     """The requirements whose distribution is not installed at all (any version counts)."""
-    return [r for r in reqs if canonical(re.match(r"[A-Za-z0-9._-]+", r)[0]) not in have]
+    names = [re.split(r"[^A-Za-z0-9._-]", r, maxsplit=1)[0] for r in reqs]  # "a==1" -> "a"
+    return [r for r, name in zip(reqs, names, strict=True) if canonical(name) not in have]
 
 
 def pip(*args: str) -> None:

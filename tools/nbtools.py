@@ -268,12 +268,12 @@ def terminate(
     return code stays meaningful; the other processes are only polled.
     """
     running = child is not None and child.poll() is None
-    tree = _descendants(child.pid) if running and not POSIX else []
+    tree = _descendants(child.pid) if child is not None and running and not POSIX else []
     by_pid = {p.pid: p for p in alive([*procs, *tree])}
     if child is not None:
         by_pid.pop(child.pid, None)
     others = list(by_pid.values())
-    if running:
+    if child is not None and running:
         if POSIX:
             _signal_group(child.pid, signal.SIGTERM)
         else:

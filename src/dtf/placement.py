@@ -70,6 +70,16 @@ def short_device(full: str) -> str:
     return f"/job:{m['job']}/task:{m['task']}/{m['dev']}"
 
 
+def variable_device(variable) -> str:
+    """Where a variable lives, short form (``CPU:1``). A ``tf.Variable`` has a ``.device``
+    (its ``.value`` is a method); a Keras 3 variable has none, but wraps a ``tf.Variable``,
+    its ``.value``, which has one."""
+    device = getattr(variable, "device", None)
+    if not isinstance(device, str):
+        device = getattr(getattr(variable, "value", None), "device", "")
+    return short_device(device if isinstance(device, str) else "")
+
+
 def is_placement_line(line: str) -> bool:
     line = line.strip()
     return bool(LINE.match(line) or EAGER.match(line))
@@ -257,7 +267,7 @@ class _Interceptor:
     def _dead(self) -> PlacementLoggingError:
         return PlacementLoggingError(
             f"the placement log reader stopped: it could not write this program's output "
-            f"({error_line(self._error)}). Standard output was given back as it was, and "
+            f"({error_line(self._error) if self._error else 'no error recorded'}). Standard output was given back as it was, and "
             "placement capture is off in this process. Restart the kernel (or the script) "
             "with its output going somewhere that accepts it."
         )

@@ -26,13 +26,14 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dtf import quiet
 
 #: The exported programs, by the name the command line gives them.
 PROGRAMS = {"mirrored": "dtf.lessons.scaling_mirrored", "chains": "dtf.lessons.scaling_chains"}
 #: Their settings when run from the command line (notebook 12 passes its parameters).
-DEFAULTS = {
+DEFAULTS: dict[str, dict[str, Any]] = {
     "mirrored": {
         "replicas": 2,
         "batches": [32, 128],
@@ -73,8 +74,8 @@ def run_program(program: str | os.PathLike, settings: dict, timeout: float = 180
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired as exc:
-        tail = (exc.stderr or b"")[-TAIL_CHARS:]
-        tail = tail.decode(errors="replace") if isinstance(tail, bytes) else tail
+        raw = (exc.stderr or b"")[-TAIL_CHARS:]
+        tail = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
         raise ProgramError(f"{name} did not finish within {timeout:g} s (killed): {tail}") from None
     if done.returncode != 0:
         tail = done.stderr[-TAIL_CHARS:]

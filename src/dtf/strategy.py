@@ -283,7 +283,7 @@ def time_steps(
             raise TypeError(f"{name}: {fn!r} is not callable")
         for _ in range(warmup):
             _wait(fn(*args))
-    seconds = {name: [] for name in steps}
+    seconds: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(repeats):
         for name, (fn, args) in steps.items():
             start = time.perf_counter()

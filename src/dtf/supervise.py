@@ -259,9 +259,8 @@ class Supervisor:
             getattr(self, self._START)()
         return self
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         getattr(self, self._STOP)()
-        return False
 
     @property
     def running(self) -> bool:

@@ -154,17 +154,17 @@ def verdict(
     repeat beat ``b``'s fastest. The median is then the ratio of the two medians. ``word`` names
     the side with the smaller values: "faster" for times, e.g. "smaller" for a fitted cost.
     """
-    a_times, b_times = np.asarray(a_times, float), np.asarray(b_times, float)
-    same = a_times.shape == b_times.shape or not paired
-    if not same or a_times.ndim != 1 or b_times.ndim != 1 or min(len(a_times), len(b_times)) < 2:
+    a_s, b_s = np.asarray(a_times, float), np.asarray(b_times, float)
+    same = a_s.shape == b_s.shape or not paired
+    if not same or a_s.ndim != 1 or b_s.ndim != 1 or min(len(a_s), len(b_s)) < 2:
         raise ValueError(
-            f"give one time per repeat for both, at least 2 repeats: got {a_times.shape} "
-            f"and {b_times.shape}"
+            f"give one time per repeat for both, at least 2 repeats: got {a_s.shape} "
+            f"and {b_s.shape}"
         )
-    if (a_times <= 0).any() or (b_times <= 0).any():
+    if (a_s <= 0).any() or (b_s <= 0).any():
         raise ValueError("times must be positive seconds")
     if paired:
-        return Verdict(a, b, a_times / b_times, word=word)
-    center = float(np.median(a_times) / np.median(b_times))
-    ratios = np.ravel(np.divide.outer(a_times, b_times))
-    return Verdict(a, b, ratios, counts=(len(a_times), len(b_times)), center=center, word=word)
+        return Verdict(a, b, a_s / b_s, word=word)
+    center = float(np.median(a_s) / np.median(b_s))
+    ratios = np.ravel(np.divide.outer(a_s, b_s))
+    return Verdict(a, b, ratios, counts=(len(a_s), len(b_s)), center=center, word=word)

@@ -121,7 +121,7 @@ def average_gradients(tower_grads: Sequence[Sequence]) -> list:
         )
     import tensorflow as tf
 
-    averaged = []
+    averaged: list = []
     for index, grads in enumerate(zip(*towers, strict=True)):
         missing = [t for t, g in enumerate(grads) if g is None]
         if len(missing) == len(grads):
