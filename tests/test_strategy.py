@@ -30,8 +30,10 @@ from tests.conftest import last_json, run_script
     ],
 )
 def test_build_cnn_rejects_bad_arguments(args, kwargs, error, message):
+    """Notebook 09's build_cnn (dtf.lessons.cnn) checks its arguments with cnn_arguments,
+    before Keras is touched."""
     with pytest.raises(error, match=message):
-        strategy.build_cnn(*args, **kwargs)
+        strategy.cnn_arguments(*args, **kwargs)
 
 
 def test_steps_per_epoch():
@@ -190,6 +192,7 @@ import keras
 import tensorflow as tf
 from dtf import data, devices, towers
 from dtf import strategy as S
+from dtf.lessons.cnn import build_cnn  # notebook 09's cells
 
 names = list(devices.setup(3).names)
 mirrored = tf.distribute.MirroredStrategy(names)
@@ -197,14 +200,14 @@ ds = data.load("digits")
 r = {}
 
 # build_cnn: deterministic, the same inside a strategy's scope, another seed differs
-a = S.build_cnn(ds.input_shape, 10, seed=1)
+a = build_cnn(ds.input_shape, 10, seed=1)
 with mirrored.scope():
-    b = S.build_cnn(ds.input_shape, 10, seed=1)
+    b = build_cnn(ds.input_shape, 10, seed=1)
 r["same_seed_diff"] = S.max_weight_difference(a, b)
-r["other_seed_diff"] = S.max_weight_difference(a, S.build_cnn(ds.input_shape, 10, seed=2))
+r["other_seed_diff"] = S.max_weight_difference(a, build_cnn(ds.input_shape, 10, seed=2))
 r["cnn_output"] = list(a(ds.x_test[:5]).shape)
 r["cnn_params"] = a.count_params()
-r["cnn_mnist_output"] = list(S.build_cnn((28, 28, 1), 10)(np.zeros((2, 28, 28, 1))).shape)
+r["cnn_mnist_output"] = list(build_cnn((28, 28, 1), 10)(np.zeros((2, 28, 28, 1))).shape)
 r["mirrored_type"] = type(b.weights[0].value).__name__
 r["copies_diff"] = S.replica_copies_difference(b)
 r["copies"] = len(b.weights[0].value.values)
@@ -248,7 +251,7 @@ except TypeError as err:
 x, y = batches[0]
 loss_object = keras.losses.SparseCategoricalCrossentropy(reduction=None)
 with mirrored.scope():
-    model = S.build_cnn(ds.input_shape, 10, seed=4)
+    model = build_cnn(ds.input_shape, 10, seed=4)
     opt = keras.optimizers.SGD(0.2)
     opt.build(model.trainable_variables)
 start = model.get_weights()
@@ -269,7 +272,7 @@ dist_batch = next(iter(mirrored.experimental_distribute_dataset(
     tf.data.Dataset.from_tensors((x, y)))))
 mirrored_loss = float(mirrored_step(dist_batch))
 with tf.device(names[0]):
-    tower_model = S.build_cnn(ds.input_shape, 10, seed=4)
+    tower_model = build_cnn(ds.input_shape, 10, seed=4)
 tower_model.set_weights(start)
 step = towers.make_tower_train_step(
     lambda xs: tower_model(xs, training=True), tower_model.trainable_variables,

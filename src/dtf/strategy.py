@@ -1,12 +1,11 @@
 """Helpers for ``tf.distribute.MirroredStrategy`` notebooks: one model, one input pipeline,
 and the checks that show what the strategy did.
 
-Notebook 09 writes the model and the batches by hand first, part 09b the all-reduce's name;
-from part 09b on the notebooks import them:
+Notebook 09 writes the model (exported into :mod:`dtf.lessons.cnn`) and the batches by hand
+first, part 09b the all-reduce's name; from part 09b on the notebooks import them:
 
-- :func:`build_cnn`: the small CNN of *How to use multiple GPUs in TensorFlow* (two
-  convolutions with max pooling, a softmax layer), with seeded initialisers so that every
-  build from the same seed starts from the same weights, inside a strategy's scope or not.
+- :func:`cnn_arguments`: the checked arguments of notebook 09's ``build_cnn``, with errors
+  that say what to change.
 - :func:`steps_per_epoch`, :func:`epoch_order` and :func:`make_dataset`: full global batches
   only (as with ``drop_remainder=True``), reshuffled every epoch in an order fixed by a seed,
   so that two trainers (or two iterators) see the same batches.
@@ -32,7 +31,7 @@ import numpy as np
 from dtf._util import whole_number
 
 __all__ = [
-    "build_cnn",
+    "cnn_arguments",
     "cross_device_ops_name",
     "epoch_order",
     "make_dataset",
@@ -46,18 +45,11 @@ __all__ = [
 MIN_IMAGE_SIDE = 4
 
 
-def build_cnn(input_shape: Sequence[int], num_classes: int, *, seed: int = 0, name: str = "cnn"):
-    """The CNN of *How to use multiple GPUs in TensorFlow*, as a Keras ``Sequential`` model.
-
-    ``Conv2D(16, 3, relu) → MaxPool2D → Conv2D(32, 3, relu) → MaxPool2D → Flatten →
-    Dense(num_classes, softmax)``. Unlike the source, the convolutions use
-    ``padding="same"``: with its ``"valid"`` padding an 8x8 digit would shrink to nothing
-    (8 → 6 → 3 → 1 → 0); with ``"same"`` a 28x28 MNIST image works as well.
-
-    The kernels are drawn by ``GlorotUniform(seed=seed + i)`` for layer ``i`` and the biases
-    are zero, so two calls with the same arguments give the same weights (also when one of
-    them runs inside ``strategy.scope()``), without touching Keras' global random state.
-    Build it inside ``strategy.scope()`` to get mirrored variables.
+def cnn_arguments(
+    input_shape: Sequence[int], num_classes: int, seed: int = 0
+) -> tuple[tuple[int, ...], int, int]:
+    """The checked arguments of notebook 09's ``build_cnn`` (:mod:`dtf.lessons.cnn`):
+    ``(input_shape, num_classes, seed)``, or an error that says what to change.
 
     Raises:
         ValueError: ``input_shape`` is not ``(height, width, channels)`` with sides of at
@@ -81,29 +73,7 @@ def build_cnn(input_shape: Sequence[int], num_classes: int, *, seed: int = 0, na
     num_classes = whole_number(
         "num_classes", num_classes, minimum=2, hint="A classifier needs at least two classes."
     )
-    seed = whole_number("seed", seed, minimum=0)
-    import keras
-
-    def kernel(i: int):
-        return keras.initializers.GlorotUniform(seed=seed + i)
-
-    def conv(filters: int, i: int):
-        return keras.layers.Conv2D(
-            filters, 3, activation="relu", padding="same", kernel_initializer=kernel(i)
-        )
-
-    return keras.Sequential(
-        [
-            keras.Input(shape=shape),
-            conv(16, 0),
-            keras.layers.MaxPool2D(),
-            conv(32, 1),
-            keras.layers.MaxPool2D(),
-            keras.layers.Flatten(),
-            keras.layers.Dense(num_classes, activation="softmax", kernel_initializer=kernel(2)),
-        ],
-        name=name,
-    )
+    return shape, num_classes, whole_number("seed", seed, minimum=0)
 
 
 def steps_per_epoch(num_examples: int, global_batch: int) -> int:

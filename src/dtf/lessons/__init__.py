@@ -14,6 +14,7 @@ module             part  what it holds
 =================  ====  ===========================================================
 model_parallel     04    each stage's forward and backward pass on its own tape
 pipeline           04b   micro-batches (GPipe), SGD, data-parallel gradients and steps
+cnn                09    the source's CNN, seeded: the same weights for the same seed
 worker_program     11    the MultiWorkerMirroredStrategy program every worker runs
 shard_worker       11d   one worker that records which input records it read
 scaling_steps      12    the interleaved timing loop (seconds per step)
