@@ -6,8 +6,9 @@ TensorFlow, against each solution's answer regions (``### BEGIN SOLUTION`` ... `
 SOLUTION``):
 
 - the *hints*: every message text of a lab's checker module (``dtf/checks/labNN.py``, and
-  ``core.py`` for every lab), the details that describe the learner's own answer left out
-  (the first argument of ``Wrong`` and ``expected_got``), as are docstrings, the "correct"
+  ``core.py`` for every lab), the hints of its ``Mistake`` tables included; the details that
+  describe the learner's own answer left out (the first argument of ``Wrong`` and
+  ``expected_got``, the test and detail of a ``Mistake``), as are docstrings, the "correct"
   notes and the data tables the lab prints;
 - the *task texts*: the docstring of every answer function (the student lab keeps it), and
   each markdown cell against the answers of the tasks above it; against every answer, for
@@ -255,16 +256,27 @@ def _docstring_nodes(tree: ast.Module) -> set[int]:
     return nodes
 
 
+def _ids(node: ast.AST | None) -> set[int]:
+    return {id(n) for n in ast.walk(node)} if node is not None else set()
+
+
 def _skipped(tree: ast.Module) -> set[int]:
     """The nodes whose strings are no hint: docstrings, the details of a verdict (the first
-    argument of :data:`DETAIL_CALLS`), the "correct" notes of the checkers, and the data of
-    module-level constants that are not hint tables."""
+    argument of :data:`DETAIL_CALLS`, the test and detail of a ``Mistake``), the "correct"
+    notes of the checkers, and the data of module-level constants that are not hint tables
+    (a ``Mistake``'s hint in them is read)."""
     skip = _docstring_nodes(tree)
+    hints: set[int] = set()  # the hints of Mistake(test, detail, hint)
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and node.args:
+        if isinstance(node, ast.Call):
             name = getattr(node.func, "id", getattr(node.func, "attr", ""))
-            if name in DETAIL_CALLS:
-                skip |= {id(n) for n in ast.walk(node.args[0])}
+            if name in DETAIL_CALLS and node.args:
+                skip |= _ids(node.args[0])
+            if name == "Mistake":
+                parts = dict(zip(("test", "detail", "hint"), node.args, strict=False))
+                parts.update((k.arg, k.value) for k in node.keywords)
+                skip |= _ids(parts.get("test")) | _ids(parts.get("detail"))
+                hints |= _ids(parts.get("hint"))
         if isinstance(node, ast.FunctionDef) and any(
             "task" in ast.unparse(d) for d in node.decorator_list
         ):
@@ -277,7 +289,7 @@ def _skipped(tree: ast.Module) -> set[int]:
             if isinstance(t, ast.Name)
         ]
         if targets and not any("HINT" in t for t in targets):
-            skip |= {id(n) for n in ast.walk(node)}
+            skip |= _ids(node) - hints
     return skip
 
 
@@ -381,3 +393,20 @@ def f(got):
     raise Wrong(f"your {got} ran", "the hint is read")
 '''
     assert [text for _, text in hints_of(source)] == ["a hint table is read", "the hint is read"]
+
+
+def test_the_hints_of_a_mistake_table_are_read() -> None:
+    """A task's known mistakes (``Mistake(test, detail, hint)`` in a module-level table): the
+    hints are read, the tests and the details (the learner's own answer) are not."""
+    source = """
+TASK1_MISTAKES = (
+    Mistake(lambda got, **_: got == "x y", "your {got} is not it", "the hint of a table"),
+    Mistake(test=lambda **_: True, detail="a detail", hint=f"a keyword hint {1}"),
+)
+"""
+    assert sorted(text for _, text in hints_of(source)) == [
+        "a keyword hint _",
+        "the hint of a table",
+    ]
+    doctored = source.replace("the hint of a table", "apply them: v.assign_sub(learning_rate * g)")
+    assert any(handed_out(text, LABS["02"].every()) for _, text in hints_of(doctored))

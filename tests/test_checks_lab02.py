@@ -14,26 +14,20 @@ from tests.checks_worker import worker_fixture
 
 LAB_NOTEBOOK = "02_towers_lab.ipynb"
 
-tf_worker = worker_fixture(num_devices=2)
-
-STUB = "def stub(*args):\n    raise NotImplementedError\n"
+#: The answers are functions of tests/answers/lab02.py, imported in the worker.
+tf_worker = worker_fixture(
+    num_devices=2, setup="from tests.answers import lab02 as answers, stub\n"
+)
 
 
 # --------------------------------------------------------------------------- task 1
-
-SPLIT_RIGHT = """
-def split_right(x, y, n):
-    if len(x) % n:
-        raise ValueError("uneven")
-    return list(zip(tf.split(x, n), tf.split(y, n)))
-"""
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "code, status, fragments",
     [
-        (SPLIT_RIGHT + "verdict = checks.lab02.task1(split_right)", "correct", ["refused"]),
+        ("verdict = checks.lab02.task1(answers.split_right)", "correct", ["refused"]),
         (
             "verdict = checks.lab02.task1(lambda x, y, n: list(zip(np.split(x, n), "
             "np.split(y, n))))",
@@ -57,15 +51,11 @@ def split_right(x, y, n):
             ["expected a list of 2 (x_i, y_i) pairs, got a list of 1 item."],
         ),
         (
-            SPLIT_RIGHT
-            + "def split_type_error(x, y, n):\n"
-            + "    if len(x) % n:\n        raise TypeError('uneven')\n"
-            + "    return split_right(x, y, n)\n"
-            + "verdict = checks.lab02.task1(split_type_error)",
+            "verdict = checks.lab02.task1(answers.split_type_error)",
             "wrong",
             ["raised TypeError: uneven instead of ValueError"],
         ),
-        (STUB + "verdict = checks.lab02.task1(stub)", "not attempted", []),
+        ("verdict = checks.lab02.task1(stub)", "not attempted", []),
         (
             "verdict = checks.lab02.task1(towers.split_batch)",
             "wrong",
@@ -107,7 +97,7 @@ def test_task1(tf_worker, code, status, fragments) -> None:
     ids=["right", "numpy", "sum", "first-tower", "flat", "stub", "reference"],
 )
 def test_task2(tf_worker, answer, status, fragments) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab02.task2({answer})")
+    outcome = tf_worker.run(f"verdict = checks.lab02.task2({answer})")
     assert outcome.message.startswith(f"Task 2: {status}"), outcome.message
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
@@ -115,37 +105,12 @@ def test_task2(tf_worker, answer, status, fragments) -> None:
 
 # --------------------------------------------------------------------------- task 3
 
-#: A tower step with switches for the usual mistakes; ``out["hidden"]`` records the width
-#: of the hidden layer each call saw.
-MAKE_STEP = """
-def make_step(on_devices=True, average=True, apply=True, tape_records=True, split=True,
-              update_on="/device:CPU:0"):
-    def step(params, x, y, devs, lr):
-        out.setdefault("hidden", []).append(int(params["biases_1"].shape[0]))
-        variables = list(params.values())
-        grads = []
-        shards = zip(tf.split(x, len(devs)), tf.split(y, len(devs))) if split else [(x, y)] * 2
-        for d, (x_i, y_i) in zip(devs, shards):
-            with tf.device(d if on_devices else None):
-                if tape_records:
-                    with tf.GradientTape() as tape:
-                        loss = checks.lab02.loss(y_i, towers.mlp_logits(params, x_i))
-                else:  # the loss computed outside the tape: every gradient is None
-                    loss = checks.lab02.loss(y_i, towers.mlp_logits(params, x_i))
-                    with tf.GradientTape() as tape:
-                        pass
-                grads.append(tape.gradient(loss, variables))
-        with tf.device(devs[-1] if update_on == "last" else update_on):
-            averaged = [tf.add_n(list(g)) / len(g) for g in zip(*grads)]
-            for g, v in zip(averaged, variables):
-                if apply:
-                    v.assign_sub(lr * g * (1 if average else len(devs)))
-    return step
-"""
-
 
 def task3(step: str) -> str:
-    return MAKE_STEP + f"verdict = checks.lab02.task3({step}, setup)\n"
+    """A case: task 3 checks ``step``, made of ``answers.make_step(...)``."""
+    return (
+        f"verdict = checks.lab02.task3({step.replace('make_step', 'answers.make_step')}, setup)\n"
+    )
 
 
 def test_task3_right_tf_function(tf_worker) -> None:
@@ -164,8 +129,7 @@ def test_task3_right_eager(tf_worker) -> None:
 def test_task3_checking_again_gives_the_same_verdict(tf_worker) -> None:
     # The same tf.function, checked twice: traced anew, same weights, same line.
     outcome = tf_worker.run(
-        MAKE_STEP
-        + "step = tf.function(make_step())\n"
+        "step = tf.function(answers.make_step(seen=out))\n"
         + "first = checks.lab02.task3(step, setup)\n"
         + "verdict = checks.lab02.task3(step, setup)\n"
         + "out['first'] = first.message\n"
@@ -205,13 +169,7 @@ def test_task3_averaging_on_the_last_device_is_wrong(tf_worker, wrap) -> None:
 
 
 def test_task3_the_task_s_loss_is_required(tf_worker) -> None:
-    outcome = tf_worker.run(
-        MAKE_STEP.replace(
-            "checks.lab02.loss(",
-            "tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=",
-        ).replace(", towers.mlp_logits(params, x_i))", ", logits=towers.mlp_logits(params, x_i)))")
-        + "verdict = checks.lab02.task3(make_step(), setup)\n"
-    )
+    outcome = tf_worker.run(task3("make_step(own_loss=True)"))
     assert outcome.status == "wrong", outcome.message
     assert "never called checks.lab02.loss" in outcome.message
 
@@ -227,16 +185,12 @@ def test_task3_the_task_s_loss_is_required(tf_worker) -> None:
             "lambda p, x, y, d, lr: towers.average_gradients([towers.split_batch(x, y, 2)])",
             "average_gradients",
         ),
-        ("helper_step", "split_batch` (through `helper`"),
+        ("answers.helper_step", "split_batch` (through `helper`"),
     ],
     ids=["step", "average", "through-a-helper"],
 )
 def test_task3_refuses_the_course_s_towers(tf_worker, answer, reference) -> None:
-    outcome = tf_worker.run(
-        "def helper(x, y, n):\n    return towers.split_batch(x, y, n)\n"
-        "def helper_step(params, x, y, devs, lr):\n    helper(x, y, len(devs))\n"
-        f"verdict = checks.lab02.task3({answer}, setup)"
-    )
+    outcome = tf_worker.run(f"verdict = checks.lab02.task3({answer}, setup)")
     assert outcome.status == "wrong", outcome.message
     assert reference in outcome.message and "the course's own code" in outcome.message
     assert "write it yourself" in outcome.message
@@ -269,17 +223,7 @@ def test_task3_names_none_gradients(tf_worker, wrap) -> None:
 def test_task3_none_gradients_that_were_skipped(tf_worker) -> None:
     # A step that drops the None gradients: nothing is applied, and the message says why.
     outcome = tf_worker.run(
-        """
-def step(params, x, y, devs, lr):
-    variables = list(params.values())
-    loss = checks.lab02.loss(y, towers.mlp_logits(params, x))
-    with tf.GradientTape() as tape:
-        pass
-    for g, v in zip(tape.gradient(loss, variables), variables):
-        if g is not None:
-            v.assign_sub(lr * g)
-verdict = checks.lab02.task3(step, setup)
-"""
+        "verdict = checks.lab02.task3(answers.step_dropping_none_gradients, setup)"
     )
     assert outcome.status == "wrong"
     assert "returned None instead of a gradient" in outcome.message
@@ -294,13 +238,7 @@ def test_task3_no_update(tf_worker) -> None:
 
 
 def test_task3_other_wrong_weights(tf_worker) -> None:
-    outcome = tf_worker.run(
-        MAKE_STEP
-        + "inner = make_step()\n"
-        + "def twice(params, x, y, devs, lr):\n"
-        + "    inner(params, x, y, devs, lr / 3)\n"
-        + "verdict = checks.lab02.task3(twice, setup)\n"
-    )
+    outcome = tf_worker.run("verdict = checks.lab02.task3(answers.third_of_the_rate, setup)")
     assert outcome.status == "wrong"
     assert "after 3 steps (vs. single-device training)" in outcome.message
     assert "averaged over the towers" in outcome.message
@@ -311,13 +249,11 @@ def test_task3_other_wrong_weights(tf_worker) -> None:
     "code, status, fragment",
     [
         (
-            "def uses_split_stub(*args):\n"
-            "    raise NotImplementedError('Task 1: write your code here')\n"
-            "verdict = checks.lab02.task3(uses_split_stub, setup)",
+            "verdict = checks.lab02.task3(answers.uses_split_stub, setup)",
             "wrong",
             "Finish Task 1 first",
         ),
-        (STUB + "verdict = checks.lab02.task3(stub, setup)", "not attempted", ""),
+        ("verdict = checks.lab02.task3(stub, setup)", "not attempted", ""),
         ("verdict = checks.lab02.task3(None, setup)", "not attempted", ""),
     ],
     ids=["task1-stub", "stub", "none"],
@@ -447,18 +383,12 @@ def test_task4_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task4_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab02.task4({answer}, setup)")
+    outcome = tf_worker.run(f"verdict = checks.lab02.task4({answer}, setup)")
     assert outcome.status == "not attempted", outcome.message
 
 
 def test_task4_calling_an_unfinished_task_names_it(tf_worker) -> None:
-    outcome = tf_worker.run(
-        "def split_batch(*args):\n"
-        "    raise NotImplementedError('Task 1: write your code here')\n"
-        "def diagnose_steps():\n"
-        "    split_batch()\n"
-        "verdict = checks.lab02.task4(diagnose_steps, setup)"
-    )
+    outcome = tf_worker.run("verdict = checks.lab02.task4(answers.diagnose_steps, setup)")
     assert outcome.message.startswith(
         "Task 4: wrong: `diagnose_steps` calls code of Task 1 (`split_batch`)"
     ), outcome.message

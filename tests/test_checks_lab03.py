@@ -17,12 +17,14 @@ import pytest
 
 from dtf import checks
 from dtf.checks import lab03
+from tests.answers import stub
 from tests.checks_worker import worker_fixture
 from tests.conftest import ROOT
 
-tf_worker = worker_fixture(num_devices=2)
-
-STUB = "def stub(*args):\n    raise NotImplementedError\n"
+#: The answers are functions of tests/answers/lab03.py, imported in the worker.
+tf_worker = worker_fixture(
+    num_devices=2, setup="from tests.answers import lab03 as answers, stub\n"
+)
 
 
 LAB_NOTEBOOK = "03_parallelism_memory_lab.ipynb"
@@ -54,52 +56,11 @@ def test_device_pair_and_layout_for_every_device_count() -> None:
 
 # --------------------------------------------------------------------------- task 1
 
-#: A ``place_model`` with switches for the usual mistakes. ``build``: "first-call" (built by
-#: the first call, in the device scope of that call), "devices" (built beforehand in the
-#: right device scopes), "nowhere" (built beforehand, in no device scope), "swapped".
-#: ``run``: "devices", "default" (called in no device scope), "reversed", "first-default"
-#: and "second-default" (one of the two layers called in no device scope). ``output``: the
-#: output layer's activation.
-PLACE = """
-import contextlib
-import keras
-
-
-def make_place(
-    build="first-call", run="devices", capture=True, shift=0.0, model=False, output=None
-):
-    def place(x, devs):
-        a, b = keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10, activation=output)
-        if build != "first-call":
-            scopes = {"devices": devs, "swapped": devs[::-1], "nowhere": [None, None]}[build]
-            for layer, scope, width in zip((a, b), scopes, (64, 32)):
-                with tf.device(scope) if scope else contextlib.nullcontext():
-                    layer.build((None, width))
-        where = {
-            "devices": devs,
-            "reversed": devs[::-1],
-            "default": [None, None],
-            "first-default": [None, devs[1]],
-            "second-default": [devs[0], None],
-        }[run]
-        block = placement.capture() if capture else contextlib.nullcontext()
-        with block as log:
-            with tf.device(where[0]) if where[0] else contextlib.nullcontext():
-                h = a(x)
-            with tf.device(where[1]) if where[1] else contextlib.nullcontext():
-                y = b(h)
-        if not capture:
-            with placement.capture() as log:  # a block that saw none of the ops
-                pass
-        return (keras.Sequential([a, b]) if model else [a, b]), y + shift, log.table
-
-    return place
-"""
-
 
 def place(setup: str = "setup", **switches) -> str:
+    """A case: task 1 checks ``answers.make_place(**switches)``."""
     args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return PLACE + f"verdict = checks.lab03.task1(make_place({args}), {setup})\n"
+    return f"verdict = checks.lab03.task1(answers.make_place({args}), {setup})\n"
 
 
 @pytest.mark.slow
@@ -123,36 +84,7 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
 
 
 def test_task1_hand_made_layers(tf_worker) -> None:
-    outcome = tf_worker.run(
-        """
-class Layer(tf.Module):
-    def __init__(self, n_in, n_out, relu):
-        super().__init__()
-        self.w = tf.Variable(tf.random.normal((n_in, n_out), seed=1))
-        self.b = tf.Variable(tf.zeros(n_out))
-        self.relu = relu
-
-    def __call__(self, x):
-        y = x @ self.w + self.b
-        return tf.nn.relu(y) if self.relu else y
-
-
-def place(x, devs):
-    layers = []
-    for d, (n_in, n_out, relu) in zip(devs, [(64, 32, True), (32, 10, False)]):
-        with tf.device(d):
-            layers.append(Layer(n_in, n_out, relu))
-    with placement.capture() as log:
-        h = x
-        for d, layer in zip(devs, layers):
-            with tf.device(d):
-                h = layer(h)
-    return layers, h, log.table
-
-
-verdict = checks.lab03.task1(place, setup)
-"""
-    )
+    outcome = tf_worker.run("verdict = checks.lab03.task1(answers.place_hand_made, setup)")
     assert outcome.status == "correct", outcome.message
     assert "layer 1's on CPU:1" in outcome.message
 
@@ -265,23 +197,16 @@ def test_task1_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task1_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab03.task1({answer}, setup)")
+    outcome = tf_worker.run(f"verdict = checks.lab03.task1({answer}, setup)")
     assert outcome.status == "not attempted", outcome.message
 
 
 # --------------------------------------------------------------------------- task 2
 
-RIGHT_BYTES = """
-def right(sizes, devs, key=str, value=int):
-    held = {}
-    for n_in, n_out, d in zip(sizes[:-1], sizes[1:], devs):
-        held[key(d)] = held.get(key(d), 0) + value(4 * (n_in * n_out + n_out))
-    return held
-"""
-
 
 def bytes_case(answer: str) -> str:
-    return RIGHT_BYTES + f"verdict = checks.lab03.task2({answer}, setup)\n"
+    """A case: task 2 checks ``answer``, where ``right`` is ``answers.right``."""
+    return f"right = answers.right\nverdict = checks.lab03.task2({answer}, setup)\n"
 
 
 def test_task2_right(tf_worker) -> None:
@@ -313,15 +238,15 @@ def test_task2_other_right_answers(tf_worker, answer) -> None:
     "answer, fragment",
     [
         ("lambda s, d: {k: v // 4 for k, v in right(s, d).items()}", "numbers of parameters"),
-        ("_no_bias", "also has a bias, one number per output unit"),
-        ("_no_bias_params", "count the biases too"),
-        ("_bias_per_input", "one number per *output* unit"),
+        ("answers.no_bias", "also has a bias, one number per output unit"),
+        ("answers.no_bias_params", "count the biases too"),
+        ("answers.bias_per_input", "one number per *output* unit"),
         (
             "lambda s, d: {k: sum(right(s, d).values()) for k in d}",
             "the whole model on every device, as in data parallelism",
         ),
         ("lambda s, d: {d[0]: sum(right(s, d).values())}", "for that device"),
-        ("_overwrites", "for that device"),
+        ("answers.overwrites", "for that device"),
     ],
     ids=[
         "parameters",
@@ -334,31 +259,7 @@ def test_task2_other_right_answers(tf_worker, answer) -> None:
     ],
 )
 def test_task2_wrong(tf_worker, answer, fragment) -> None:
-    helpers = """
-def _no_bias(s, d):
-    held = {}
-    for i, o, dd in zip(s[:-1], s[1:], d):
-        held[dd] = held.get(dd, 0) + 4 * i * o
-    return held
-
-
-def _no_bias_params(s, d):
-    return {k: v // 4 for k, v in _no_bias(s, d).items()}
-
-
-def _bias_per_input(s, d):
-    held = {}
-    for i, o, dd in zip(s[:-1], s[1:], d):
-        held[dd] = held.get(dd, 0) + 4 * (i * o + i)
-    return held
-
-
-def _overwrites(s, d):
-    return {dd: 4 * (i * o + o) for i, o, dd in zip(s[:-1], s[1:], d)}
-"""
-    outcome = tf_worker.run(
-        RIGHT_BYTES + helpers + f"verdict = checks.lab03.task2({answer}, setup)"
-    )
+    outcome = tf_worker.run(bytes_case(answer))
     assert outcome.status == "wrong", outcome.message
     assert "expected {'CPU:0': 329728, 'CPU:1': 273448}" in outcome.message, outcome.message
     assert fragment.lower() in outcome.message.lower(), outcome.message
@@ -389,7 +290,7 @@ def test_task2_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task2_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab03.task2({answer}, setup)")
+    outcome = tf_worker.run(f"verdict = checks.lab03.task2({answer}, setup)")
     assert outcome.status == "not attempted", outcome.message
 
 
@@ -632,10 +533,6 @@ def test_task3_malformed(replay, answer, fragment) -> None:
     assert fragment in verdict.message, verdict.message
 
 
-def stub():
-    raise NotImplementedError
-
-
 @pytest.mark.parametrize("answer", [stub, None, ...])
 def test_task3_not_attempted_starts_no_process(monkeypatch, answer) -> None:
     def no_child(calls=None):
@@ -777,7 +674,7 @@ def test_task4_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task4_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + layouts_case(answer=answer))
+    outcome = tf_worker.run(layouts_case(answer=answer))
     assert outcome.status == "not attempted", outcome.message
 
 

@@ -27,6 +27,7 @@ import time
 import psutil
 
 from dtf.cluster import LocalCluster, answering, answers, apply_grpc_options
+from tests.answers import stub
 
 apply_grpc_options()  # before the first connection, as in the lab's Setup
 cluster = LocalCluster({{"host": 1, "worker": {workers}}}, exclude="host").start()
@@ -35,8 +36,6 @@ tf.config.experimental_connect_to_cluster(cluster.spec, job_name="host", task_in
 
 tf_worker = worker_fixture(num_devices=1, setup=SETUP.format(workers=2))
 tf_one_worker = worker_fixture(num_devices=1, setup=SETUP.format(workers=1))
-
-STUB = "def stub(*args):\n    raise NotImplementedError\n"
 
 #: Run after every case that uses the cluster: each worker answers and computes.
 HEALTHY = """
@@ -268,7 +267,7 @@ def test_task1_wrong(tf_worker, answer, fragments) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task1_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab04.task1({answer}, 2)")
+    outcome = tf_worker.run(f"verdict = checks.lab04.task1({answer}, 2)")
     assert outcome.status == "not attempted", outcome.message
 
 
@@ -447,7 +446,7 @@ with tf.device("/job:worker/task:0"):
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task2_not_attempted(lab, answer) -> None:
-    outcome = lab.run(STUB + f"verdict = checks.lab04.task2({answer}, cluster)")
+    outcome = lab.run(f"verdict = checks.lab04.task2({answer}, cluster)")
     assert outcome.status == "not attempted", outcome.message
 
 
@@ -762,7 +761,7 @@ finally:
 def test_task3_not_attempted_touches_no_worker(lab, answer) -> None:
     before = lab.run("out['pids'] = cluster.pids").out["pids"]
     began = time.monotonic()
-    outcome = lab.run(STUB + f"verdict = checks.lab04.task3({answer}, cluster)")
+    outcome = lab.run(f"verdict = checks.lab04.task3({answer}, cluster)")
     assert outcome.status == "not attempted", outcome.message
     assert time.monotonic() - began < lab04.TIMEOUT_S  # no worker was frozen or killed
     assert lab.run("out['pids'] = cluster.pids").out["pids"] == before
@@ -824,5 +823,5 @@ def test_task4_wrong(lab, changes, fragments) -> None:
 def test_task4_malformed_and_not_attempted(lab) -> None:
     outcome = lab.run("verdict = checks.lab04.task4(lambda: ['correct'], cluster)")
     assert outcome.status == "wrong" and "a dict {case: key of DIAGNOSES}" in outcome.message
-    outcome = lab.run(STUB + "verdict = checks.lab04.task4(stub, cluster)")
+    outcome = lab.run("verdict = checks.lab04.task4(stub, cluster)")
     assert outcome.status == "not attempted", outcome.message

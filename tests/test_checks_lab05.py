@@ -4,7 +4,8 @@ The checkers train on the lab's MirroredStrategy, so the cases run in one Tensor
 set up like the lab (2 logical CPUs) whose single MirroredStrategy, ``strategy``, is made once
 in the worker's setup: a second MirroredStrategy in the same process would break the
 collective all-reduce of both (tensorflow#62790), which is also why the checkers never make
-one. Each case defines its own answer, from the switchable answers below, and stands alone.
+one. Each case calls its own answer, from the switchable answers of tests/answers/lab05.py,
+and stands alone.
 
 Besides the typical mistakes, the tests guard what the checkers claim to do, so that a
 mutated checker fails here: Task 4's really trains the learner's step on the strategy's two
@@ -23,54 +24,10 @@ import pytest
 
 from tests.checks_worker import worker_fixture
 
-#: Task 7: a trace of an input-bound step (8 examples of 2 ms of Python each per step),
-#: captured once, by the first case that asks for it.
-LAB_TRACE_SETUP = """
-import tempfile
-import time
-
-_traces = {}
-
-
-def lab_trace():
-    if "input" in _traces:
-        return _traces["input"]
-
-    def slow(v):
-        began = time.perf_counter()
-        while time.perf_counter() - began < 0.002:
-            pass
-        return v
-
-    def slow_map(v):
-        v = tf.py_function(slow, [v], tf.float32)
-        v.set_shape([4])
-        return v
-
-    data = tf.data.Dataset.from_tensors(tf.ones([4])).repeat().map(slow_map).batch(8)
-    batches = {"it": iter(data)}
-
-    @tf.function
-    def step(it):
-        return tf.reduce_sum(next(it))
-
-    logdir = tempfile.mkdtemp(prefix="lab05_test_trace_")
-    step(batches["it"]).numpy()
-    tf.profiler.experimental.start(logdir)
-    try:
-        for i in range(3):
-            with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                step(batches["it"]).numpy()
-    finally:
-        tf.profiler.experimental.stop()
-    batches.clear()  # a py_function iterator left to interpreter exit can hang it
-    _traces["input"] = logdir
-    return logdir
-"""
-
 tf_worker = worker_fixture(
     num_devices=2,
-    setup="strategy = tf.distribute.MirroredStrategy(D)\nimport keras\n" + LAB_TRACE_SETUP,
+    setup="strategy = tf.distribute.MirroredStrategy(D)\nimport keras\n"
+    "from tests.answers import lab05 as answers\nfrom tests.answers.lab05 import lab_trace\n",
 )
 
 STUB = "def stub(*args):\n    raise NotImplementedError\n"
@@ -87,193 +44,33 @@ def assert_verdict(outcome, status: str, fragments=()) -> None:
 
 
 # --------------------------------------------------------------------------- answers
+# The answers are functions of tests/answers/lab05.py, with switches for the usual mistakes;
+# each case calls one, with its switches, in the worker (where ``answers`` is that module).
 
-#: Task 1: ``distribute`` with switches for the usual mistakes.
-DISTRIBUTE = """
-def make_distribute(batch="global", drop=True, distributed=True, repeat=False, shuffle=False,
-                    iterator=False, from_function=False, split=False):
-    def distribute(x, y, strategy, per_replica_batch):
-        n = strategy.num_replicas_in_sync
-        size = per_replica_batch * n if batch == "global" else per_replica_batch
-        if split:  # x and y in separate datasets, x shuffled
-            xs = tf.data.Dataset.from_tensor_slices(x).shuffle(len(x), seed=1)
-            ds = tf.data.Dataset.zip((xs, tf.data.Dataset.from_tensor_slices(y)))
-        else:
-            ds = tf.data.Dataset.from_tensor_slices((x, y))
-        if shuffle:
-            ds = ds.shuffle(len(x), seed=1)
-        if repeat:
-            ds = ds.repeat()
-        if from_function:
-            def make(context):
-                per = context.get_per_replica_batch_size(size)
-                return ds.batch(per * n, drop_remainder=drop).rebatch(per)
-            return strategy.distribute_datasets_from_function(make)
-        ds = ds.batch(size, drop_remainder=drop)
-        if not distributed:
-            return ds
-        dist = strategy.experimental_distribute_dataset(ds)
-        return iter(dist) if iterator else dist
-    return distribute
-"""
+
+def _call(task: int, factory: str, switches: dict, *args: str) -> str:
+    made = f"answers.{factory}({', '.join(f'{k}={v!r}' for k, v in switches.items())})"
+    return f"verdict = checks.lab05.task{task}({', '.join([made, *args])})\n"
 
 
 def task1(**switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return DISTRIBUTE + f"verdict = checks.lab05.task1(make_distribute({args}), strategy)\n"
-
-
-#: Task 2: ``replica_loss`` in several ways, right and wrong.
-LOSS = """
-def make_loss(kind="global"):
-    def replica_loss(labels, logits, global_batch_size):
-        per_example = keras.losses.sparse_categorical_crossentropy(
-            labels, logits, from_logits=kind != "probabilities"
-        )
-        if kind in ("global", "probabilities"):
-            return tf.nn.compute_average_loss(per_example, global_batch_size=global_batch_size)
-        if kind == "by-hand":
-            return tf.reduce_sum(per_example) / global_batch_size
-        if kind == "keras-class":  # as TensorFlow's custom-loop tutorial does
-            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-            return tf.nn.compute_average_loss(loss(labels, logits),
-                                              global_batch_size=global_batch_size)
-        if kind == "mean":
-            return tf.reduce_mean(per_example)
-        if kind == "no-global":
-            return tf.nn.compute_average_loss(per_example)
-        if kind == "mean-over-4":
-            return tf.reduce_mean(per_example) / 4
-        if kind == "sum":
-            return tf.reduce_sum(per_example)
-        if kind == "vector":
-            return per_example / global_batch_size
-        if kind == "nan-safe-mean-over-4":  # the mean over 4 replicas, without NaN
-            return tf.math.divide_no_nan(tf.reduce_sum(per_example), 4.0 * tf.cast(
-                tf.size(per_example), tf.float32))
-        raise AssertionError(kind)
-    return replica_loss
-"""
+    return _call(1, "make_distribute", switches, "strategy")
 
 
 def task2(kind: str) -> str:
-    return LOSS + f"verdict = checks.lab05.task2(make_loss({kind!r}))\n"
-
-
-#: Task 3: ``make_model_and_optimizer`` with switches: where the model and the optimizer are
-#: created, whether and where the optimizer is built.
-BUILD = """
-import contextlib
-
-
-def make_build(model_in=True, opt_in=True, build="in", swap=False, optimizer="sgd",
-               no_input=False):
-    def make_model_and_optimizer(strategy):
-        def scope(inside):
-            return strategy.scope() if inside else contextlib.nullcontext()
-
-        with scope(model_in):
-            if no_input:
-                model = keras.Sequential([keras.layers.Dense(32), keras.layers.Dense(10)])
-            else:
-                model = checks.lab05.make_model()
-        with scope(opt_in):
-            if optimizer == "sgd":
-                opt = keras.optimizers.SGD(checks.lab05.LEARNING_RATE,
-                                           momentum=checks.lab05.MOMENTUM)
-            else:
-                opt = keras.optimizers.Adam(checks.lab05.LEARNING_RATE)
-        if build is not None:
-            with scope(build == "in"):
-                opt.build(model.trainable_variables)
-        return (opt, model) if swap else (model, opt)
-    return make_model_and_optimizer
-"""
+    return _call(2, "make_loss", {"kind": kind})
 
 
 def task3(**switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return BUILD + f"verdict = checks.lab05.task3(make_build({args}), strategy)\n"
-
-
-#: Task 4: ``make_train_step`` with switches for the usual mistakes.
-STEP = """
-def make_make_train_step(loss="global", reduce="SUM", run=True, apply=True, function=True,
-                         result="reduced"):
-    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True, reduction=None)
-
-    def make_train_step(strategy, model, optimizer, global_batch_size):
-        def step_fn(batch):
-            x, y = batch
-            with tf.GradientTape() as tape:
-                per_example = ce(y, model(x, training=True))
-                if loss == "global":
-                    value = tf.nn.compute_average_loss(per_example,
-                                                       global_batch_size=global_batch_size)
-                else:
-                    value = tf.reduce_mean(per_example)
-            grads = tape.gradient(value, model.trainable_variables)
-            if apply:
-                optimizer.apply_gradients(zip(grads, model.trainable_variables))
-            return value
-
-        def train_step(batch):
-            if not run:  # the whole global batch in the cross-replica context
-                x = tf.concat(strategy.experimental_local_results(batch[0]), axis=0)
-                y = tf.concat(strategy.experimental_local_results(batch[1]), axis=0)
-                with tf.GradientTape() as tape:
-                    value = tf.reduce_mean(ce(y, model(x, training=True)))
-                grads = tape.gradient(value, model.trainable_variables)
-                optimizer.apply_gradients(zip(grads, model.trainable_variables))
-                return value
-            per_replica = strategy.run(step_fn, args=(batch,))
-            if result == "per-replica":
-                return per_replica
-            if result == "none":
-                return None
-            op = getattr(tf.distribute.ReduceOp, reduce)
-            return strategy.reduce(op, per_replica, axis=None)
-
-        return tf.function(train_step) if function else train_step
-
-    return make_train_step
-"""
+    return _call(3, "make_build", switches, "strategy")
 
 
 def task4(**switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return STEP + f"verdict = checks.lab05.task4(make_make_train_step({args}), strategy)\n"
-
-
-#: Task 5: ``train_epoch`` from the pieces above.
-EPOCH = (
-    DISTRIBUTE
-    + BUILD
-    + STEP
-    + """
-def make_train_epoch(drop=True, loss="global", per_replica=True):
-    distribute = make_distribute(drop=drop)
-    make_model_and_optimizer = make_build()
-    make_train_step = make_make_train_step(loss=loss)
-
-    def train_epoch(strategy, x, y, per_replica_batch):
-        global_batch = per_replica_batch * strategy.num_replicas_in_sync
-        model, optimizer = make_model_and_optimizer(strategy)
-        train_step = make_train_step(strategy, model, optimizer, global_batch)
-        batches = distribute(x, y, strategy, per_replica_batch if per_replica else global_batch)
-        return model, [float(train_step(batch)) for batch in batches]
-
-    return train_epoch
-"""
-)
+    return _call(4, "make_make_train_step", switches, "strategy")
 
 
 def task5(per_replica_batch: int = 16, **switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return (
-        EPOCH
-        + f"verdict = checks.lab05.task5(make_train_epoch({args}), strategy, {per_replica_batch})\n"
-    )
+    return _call(5, "make_train_epoch", switches, "strategy", str(per_replica_batch))
 
 
 # --------------------------------------------------------------------------- helpers
@@ -439,11 +236,10 @@ def test_task2_wrong(tf_worker, kind, fragments) -> None:
 
 def test_task2_an_empty_shard_must_not_give_nan(tf_worker) -> None:
     code = (
-        LOSS
-        + "def only_nan(labels, logits, n):\n"
+        "def only_nan(labels, logits, n):\n"
         + "    if len(labels) == 0:\n"
         + "        return tf.constant(float('nan'))\n"
-        + "    return make_loss()(labels, logits, n)\n"
+        + "    return answers.make_loss()(labels, logits, n)\n"
         + "verdict = checks.lab05.task2(only_nan)\n"
     )
     assert_verdict(
@@ -467,11 +263,10 @@ def test_task2_an_empty_shard_must_give_a_scalar_zero(tf_worker, empty, shown) -
     """An empty shard answered with an empty tensor or None: the message says a scalar 0
     (issue 18)."""
     code = (
-        LOSS
-        + "def skips_empty(labels, logits, n):\n"
+        "def skips_empty(labels, logits, n):\n"
         + "    if len(labels) == 0:\n"
         + f"        return {empty}\n"
-        + "    return make_loss()(labels, logits, n)\n"
+        + "    return answers.make_loss()(labels, logits, n)\n"
         + "verdict = checks.lab05.task2(skips_empty)\n"
     )
     assert_verdict(
@@ -678,29 +473,7 @@ def test_task4_wrong(tf_worker, switches, fragments) -> None:
 
 
 def test_task4_names_an_unfinished_task2(tf_worker) -> None:
-    code = """
-def replica_loss(labels, logits, global_batch_size):
-    raise NotImplementedError("Task 2: write your code here")
-
-
-def make_train_step(strategy, model, optimizer, global_batch_size):
-    def step_fn(batch):
-        x, y = batch
-        with tf.GradientTape() as tape:
-            loss = replica_loss(y, model(x, training=True), global_batch_size)
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    @tf.function
-    def train_step(batch):
-        return strategy.reduce("SUM", strategy.run(step_fn, args=(batch,)), axis=None)
-
-    return train_step
-
-
-verdict = checks.lab05.task4(make_train_step, strategy)
-"""
+    code = "verdict = checks.lab05.task4(answers.make_train_step_on_unfinished_loss, strategy)"
     assert_verdict(tf_worker.run(code), "wrong", ["calls code of Task 2", "finish Task 2 first"])
 
 
@@ -789,18 +562,7 @@ def test_task5_not_attempted(tf_worker, answer) -> None:
 
 
 def test_task5_names_an_unfinished_task(tf_worker) -> None:
-    code = """
-def make_model_and_optimizer(strategy):
-    raise NotImplementedError("Task 3: write your code here")
-
-
-def train_epoch(strategy, x, y, per_replica_batch):
-    model, optimizer = make_model_and_optimizer(strategy)
-    return model, []
-
-
-verdict = checks.lab05.task5(train_epoch, strategy, 16)
-"""
+    code = "verdict = checks.lab05.task5(answers.train_epoch_on_unfinished_task3, strategy, 16)"
     assert_verdict(tf_worker.run(code), "wrong", ["finish Task 3 first"])
 
 
@@ -920,25 +682,6 @@ def test_task6_rules_follow_the_measured_file_split() -> None:
 
 # --------------------------------------------------------------------------- task 7
 
-FIND_BOTTLENECK = """
-from dtf import profiling
-
-
-def find_bottleneck(logdir):  # the solution
-    space = profiling.load(logdir)
-    table = profiling.breakdown(profiling.ops(space), profiling.steps(space))
-    shares = profiling.shares(table)
-    kind = shares.idxmax()
-    return kind, float(shares[kind])
-
-
-def in_milliseconds(logdir):  # the kind's milliseconds, not its share
-    space = profiling.load(logdir)
-    table = profiling.breakdown(profiling.ops(space), profiling.steps(space))
-    kind = profiling.shares(table).idxmax()
-    return kind, float(table[kind].sum())
-"""
-
 
 def _breakdown(rows):
     import pandas as pd
@@ -1014,7 +757,7 @@ def test_task7_idle_counts() -> None:
 def test_task7_right_on_both_traces(tf_worker) -> None:
     """The solution is right on the lab's (input-bound) trace and on the checker's own."""
     outcome = verdict_of(
-        tf_worker, FIND_BOTTLENECK + "verdict = checks.lab05.task7(find_bottleneck, lab_trace())"
+        tf_worker, "verdict = checks.lab05.task7(answers.find_bottleneck, lab_trace())"
     )
     assert_verdict(outcome, "correct", ["the slow step: input", "a second trace, of matrix"])
 
@@ -1035,7 +778,7 @@ def test_task7_wrong(tf_worker) -> None:
     assert_verdict(
         verdict_of(
             tf_worker,
-            FIND_BOTTLENECK + "verdict = checks.lab05.task7(in_milliseconds, lab_trace())",
+            "verdict = checks.lab05.task7(answers.in_milliseconds, lab_trace())",
         ),
         "wrong",
         ["between 0 and 1"],
@@ -1045,9 +788,7 @@ def test_task7_wrong(tf_worker) -> None:
         "not attempted",
     )
     assert_verdict(
-        verdict_of(
-            tf_worker, FIND_BOTTLENECK + "verdict = checks.lab05.task7(find_bottleneck, '/nowhere')"
-        ),
+        verdict_of(tf_worker, "verdict = checks.lab05.task7(answers.find_bottleneck, '/nowhere')"),
         "wrong",
         ["no trace to judge", "run the cell that traces the slow step first"],
     )

@@ -3,10 +3,10 @@
 The checkers of Tasks 2 and 4 start, kill and restart real ``MultiWorkerMirroredStrategy``
 workers, and Tasks 1 and 3 save checkpoints and train in the lab's own process. So the cases
 run in one TensorFlow process set up like the lab (tests/checks_worker.py), whose setup starts
-a worker launcher (``launcher``) that serves every case. Each case defines its own answer,
-from the switchable answers below, and stands alone. After every case that uses the launcher,
-a health check runs: the launcher still runs, and no worker process of any run is left, so a
-checker that leaves a worker behind fails the test that caused it.
+a worker launcher (``launcher``) that serves every case. Each case calls its own answer, from
+the switchable answers of tests/answers/lab06.py, and stands alone. After every case that uses
+the launcher, a health check runs: the launcher still runs, and no worker process of any run
+is left, so a checker that leaves a worker behind fails the test that caused it.
 
 Besides the typical mistakes, the tests guard what the checkers claim to do, so that a
 mutated checker fails here: Task 1's managers really save (a rule-blind checker
@@ -36,6 +36,8 @@ import psutil
 
 from dtf import multiworker
 from dtf.multiworker import Launcher, TrainConfig
+
+from tests.answers import lab06 as answers
 
 launcher = Launcher().start()
 """
@@ -71,6 +73,12 @@ def assert_verdict(outcome, status: str, fragments=()) -> None:
     assert outcome.status == status, outcome.message
     for fragment in fragments:
         assert fragment.lower() in outcome.message.lower(), outcome.message
+
+
+def _call(task: int, factory: str, switches: dict, *args: str) -> str:
+    """A case that checks ``answers.<factory>(**switches)`` (tests/answers/lab06.py)."""
+    made = f"answers.{factory}({', '.join(f'{k}={v!r}' for k, v in switches.items())})"
+    return f"verdict = checks.lab06.task{task}({', '.join([made, *args])})\n"
 
 
 def mutated(name: str, replacement: str, case: str) -> str:
@@ -109,62 +117,9 @@ def test_truth_of_a_made_up_run() -> None:
 
 # --------------------------------------------------------------------------- task 1
 
-#: Task 1: ``make_manager`` with switches for the usual mistakes.
-MANAGERS = """
-import tensorflow as tf
-
-def make_make_manager(chief="rule", others="own", none="base", kind="str", restore="base",
-                      returns="manager"):
-    def make_manager(checkpoint, base, tf_config):
-        if tf_config is None:
-            if none == "crash":
-                json.loads(tf_config)
-            is_chief, task_type, index = True, "worker", 0
-        else:
-            config = json.loads(tf_config)
-            task_type, index = config["task"]["type"], config["task"]["index"]
-            if chief == "rule":
-                is_chief = (task_type, index) == (
-                    ("chief", 0) if "chief" in config["cluster"] else ("worker", 0))
-            elif chief == "worker-0":  # the tutorial's shortcut: worker 0, whatever the cluster
-                is_chief = task_type == "chief" or (task_type == "worker" and index == 0)
-            elif chief == "worker-0-only":
-                is_chief = task_type == "worker" and index == 0
-            elif chief == "inverted":
-                is_chief = (task_type, index) != ("worker", 0)
-            else:
-                is_chief = True  # everybody writes the real folder
-        if is_chief:
-            folder = base
-        elif others == "own":
-            folder = os.path.join(base, f"{task_type}-{index}-tmp")
-        elif others == "shared":
-            folder = os.path.join(base, "tmp")
-        elif others == "outside":
-            folder = os.path.join(os.path.dirname(base), f"{task_type}-{index}")
-        elif others == "relative":
-            folder = f"{task_type}-{index}-tmp"
-        if kind == "path":
-            folder = __import__("pathlib").Path(folder)
-        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
-        if restore == "base":
-            latest = tf.train.latest_checkpoint(base)
-            if latest:
-                checkpoint.restore(latest)
-        elif restore == "own":  # the manager's own folder: the chief's only for the chief
-            manager.restore_or_initialize()
-        elif restore == "assert":  # fails while there is no checkpoint yet
-            checkpoint.restore(tf.train.latest_checkpoint(base)).assert_consumed()
-        if returns == "chief-only" and folder != base:
-            return None  # only the chief saves: the others return no manager
-        return folder if returns == "folder" else manager
-    return make_manager
-"""
-
 
 def task1(num_workers: int = 2, **switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return MANAGERS + f"verdict = checks.lab06.task1(make_make_manager({args}), {num_workers})\n"
+    return _call(1, "make_make_manager", switches, str(num_workers))
 
 
 @pytest.mark.slow
@@ -344,45 +299,9 @@ def test_task1_mutated_rule_is_caught(tf_worker) -> None:
 
 # --------------------------------------------------------------------------- task 2
 
-#: Task 2: ``diagnose`` with switches for the usual mistakes.
-DIAGNOSE = """
-def make_diagnose(failed="signal", noticed="stamp-diff", only_first=False, one=False):
-    def diagnose(results, killed_at):
-        if failed == "signal":
-            dead = sorted(t for t, r in results.items() if r.returncode < 0)
-        elif failed == "errored":
-            dead = sorted(t for t, r in results.items() if r.error is not None)
-        elif failed == "nonzero":
-            dead = sorted(t for t, r in results.items() if r.returncode != 0)
-        elif failed == "single":
-            dead = [next(t for t, r in results.items() if r.returncode < 0)]
-        elif failed == "hardcoded":  # the lab's run: the last worker killed, the chief survived
-            return [1], {0: results[0].error["t"] - killed_at}
-        seen = {}
-        for t, r in results.items():
-            if t in dead and noticed != "everyone":
-                continue
-            if r.error is None and noticed != "everyone":
-                continue
-            stamp = (r.error or r.events[-1])["t"]
-            if noticed in ("stamp-diff", "everyone"):
-                seen[t] = stamp - killed_at
-            elif noticed == "stamp":
-                seen[t] = stamp
-            elif noticed == "now":
-                seen[t] = time.monotonic() - killed_at
-            elif noticed == "wall-clock":
-                seen[t] = time.time() - killed_at
-            if only_first:
-                break
-        return (dead[0] if one else dead), seen
-    return diagnose
-"""
-
 
 def task2(**switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return DIAGNOSE + f"verdict = checks.lab06.task2(make_diagnose({args}), launcher, 2)\n"
+    return _call(2, "make_diagnose", switches, "launcher", "2")
 
 
 def test_task2_right(lab) -> None:
@@ -399,11 +318,10 @@ def test_task2_really_runs_and_kills_the_workers(lab) -> None:
     # A spy answer sees what the real run gave it: the chief killed, the other worker's
     # error; the run's two worker processes were started, and are gone (the health check).
     spy = (
-        DIAGNOSE
-        + "seen = []\n"
+        "seen = []\n"
         + "def spy(results, killed_at):\n"
         + "    seen.append({t: r.status for t, r in results.items()})\n"
-        + "    return make_diagnose()(results, killed_at)\n"
+        + "    return answers.make_diagnose()(results, killed_at)\n"
         + "before = len(launcher.pids)\n"
         + "verdict = checks.lab06.task2(spy, launcher, 3)\n"
         + "out['started'] = len(launcher.pids) - before\n"
@@ -496,46 +414,9 @@ def test_task2_mutated_checker_is_caught(lab, mutation) -> None:
 
 # --------------------------------------------------------------------------- task 3
 
-#: Task 3: ``resumed_batches`` with switches for the usual mistakes.
-STREAM = """
-def make_resumed(how="skip", shift=0, seed_shift=0, repeat=True, batch=None):
-    def resumed_batches(x, y, global_batch, seed, restored_step):
-        g = batch or global_batch
-        skip = restored_step + shift
-        if how == "split":
-            xs = tf.data.Dataset.from_tensor_slices(x).shuffle(len(x), seed=1)
-            ds = tf.data.Dataset.zip((xs, tf.data.Dataset.from_tensor_slices(y)))
-            return ds.repeat().batch(g, drop_remainder=True)
-        ds = tf.data.Dataset.from_tensor_slices((x, y))
-        if how == "before-shuffle":
-            ds = ds.skip(skip)
-        ds = ds.shuffle(len(x), seed=seed + seed_shift, reshuffle_each_iteration=True)
-        if how == "batch-first":
-            return ds.batch(g, drop_remainder=True).repeat().skip(skip)
-        if repeat:
-            ds = ds.repeat()
-        if how == "examples":  # skip examples before batching: the same, batch-aligned
-            return ds.skip(skip * g).batch(g, drop_remainder=True)
-        if how == "examples-unscaled":
-            return ds.skip(skip).batch(g, drop_remainder=True)
-        ds = ds.batch(g, drop_remainder=True)
-        if how == "iterator":
-            return iter(ds.skip(skip))
-        if how == "batches-times-g":
-            return ds.skip(skip * g)
-        if how == "no-skip":
-            return ds
-        return ds.skip(skip)
-    return resumed_batches
-"""
-
 
 def task3(global_batch: int = 64, restored: int = 20, steps: int = 40, **switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return (
-        STREAM + f"verdict = checks.lab06.task3(make_resumed({args}), {global_batch}, {restored}, "
-        f"{steps})\n"
-    )
+    return _call(3, "make_resumed", switches, str(global_batch), str(restored), str(steps))
 
 
 def test_task3_right(tf_worker) -> None:
@@ -647,11 +528,10 @@ def test_task3_resumes_real_training_on_the_digits(tf_worker) -> None:
     # The checker calls the stream for its three comparisons (300 numbered examples), then
     # once more on the digits, with the step a real checkpoint restored.
     spy = (
-        STREAM
-        + "calls = []\n"
+        "calls = []\n"
         + "def spy(x, y, global_batch, seed, restored_step):\n"
         + "    calls.append([list(x.shape), global_batch, seed, restored_step])\n"
-        + "    return make_resumed()(x, y, global_batch, seed, restored_step)\n"
+        + "    return answers.make_resumed()(x, y, global_batch, seed, restored_step)\n"
         + "verdict = checks.lab06.task3(spy, 64, 20, 40)\n"
         + "out['calls'] = calls\n"
     )
@@ -689,48 +569,9 @@ def test_task3_mutated_checker_is_caught(tf_worker) -> None:
 #: Task 4's short run: restored from the step-4 checkpoint after a kill after step 6.
 SHORT = "steps=12, per_worker_batch=16, checkpoint_every=4, fail_at_step=6, timeout=60"
 
-#: Task 4: ``supervise`` with switches for the usual mistakes.
-SUPERVISE = """
-def make_supervise(loop="bounded", stop=True, workers="all", folder="same", returns="all",
-                   give_up="return", which=None, success="all"):
-    def supervise(launcher_, config, num_workers, max_restarts, timeout):
-        use = which or launcher_
-        attempts = []
-        runs = 1 + max_restarts if loop == "bounded" else max_restarts if loop == "short" else None
-        while runs is None or len(attempts) < runs:
-            n = num_workers
-            if attempts and workers == "failed":
-                n = sum(r.returncode < 0 for r in attempts[-1].values())
-            if attempts and folder == "new":
-                config = dataclasses.replace(
-                    config, checkpoint_dir=os.path.join(config.checkpoint_dir, "new"))
-            try:
-                results = use.run(config, n).wait(timeout=timeout)
-            except Exception:
-                if loop == "swallow":
-                    continue
-                raise
-            attempts.append(results)
-            judged = [results[0]] if success == "chief" else results.values()
-            if stop and all(r.returncode == 0 for r in judged):
-                break
-            if loop == "once":
-                break
-        if give_up == "raise" and any(r.returncode for r in attempts[-1].values()):
-            raise RuntimeError(f"gave up after {len(attempts)} runs")
-        return attempts[-1] if returns == "last" else attempts
-    return supervise
-"""
-
 
 def task4(num_workers: int = 2, **switches) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return (
-        SUPERVISE
-        + f"verdict = checks.lab06.task4(make_supervise({args}), launcher, {num_workers}, "
-        + SHORT
-        + ")\n"
-    )
+    return _call(4, "make_supervise", switches, "launcher", str(num_workers), SHORT)
 
 
 @pytest.mark.slow
@@ -829,7 +670,7 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
 def test_task4_wrong(lab, switches, fragments) -> None:
     code = task4(**switches)
     if switches.get("which") == "launcher":
-        code = code.replace("make_supervise(which='launcher')", "make_supervise(which=launcher)")
+        code = code.replace("(which='launcher')", "(which=launcher)")
     assert_verdict(lab.run(code), "wrong", fragments)
 
 

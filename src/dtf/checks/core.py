@@ -1,34 +1,14 @@
 """The verdict core shared by every lab's checkers.
 
-- :class:`Verdict`: what a check says (``correct``, ``wrong`` or ``not attempted``) and the
-  one line it printed.
-- :func:`task`: the decorator that turns a checking function into a lab's checker and
-  registers it, so that :func:`summary` and :func:`assert_all_correct` know the tasks of
-  every lab without a hand-kept list.
-- :func:`check` runs one check and never raises; inside it, :func:`call` runs the learner's
-  answer and :class:`Wrong` says what is wrong with it; :func:`user_error_line` is the one
-  line of a learner's exception worth showing (what autograph and TensorFlow wrap it in,
-  left out).
-- :func:`expect_equal`, :func:`expect_close` and :func:`short` compare values and describe
-  them in messages; :func:`device_names`, :func:`placement_table` and :func:`devices_of`
-  read a device setup and a placement table.
-- :class:`Mistake` and :func:`diagnose`: a task's known wrong answers as a table (test,
-  detail, hint) that core runs after the reference computation disagrees.
-- :func:`reference_reached`: whether an answer hands its task to the course's own reference
-  code (a task's ``references``, refused before the answer runs).
-
-A checking function receives the learner's answer (and whatever else its check cell
-passes), raises :class:`Wrong` when the answer is wrong, and returns an optional note for
-the "correct" line::
-
-    @task("lab01", 1)
-    def task1(answer):
-        got = call(answer)
-        expect_equal({0: 2, 1: 3}, got, what="the mask '2,3'", hint="...")
-        return "the mapping matches CUDA's rules"
-
-``task1(predict_mappings)`` then checks, prints and remembers the verdict and returns it.
-Verdicts depend only on the answer: checking the same answer again gives the same line.
+A checking function, registered with :func:`task`, receives the learner's answer (and what
+its check cell passes), runs it with :func:`call`, computes the reference itself, and on a
+disagreement raises :class:`Wrong` (directly, or through a table of known mistakes that
+:func:`diagnose` runs); it returns an optional note for the "correct" line.
+:func:`check` turns that into a printed, remembered :class:`Verdict` and never raises;
+:func:`summary` and :func:`assert_all_correct` read the scorecard. The rest compares values
+(:func:`expect_equal`, :func:`expect_close`, :func:`short`), reads device setups and placement
+tables, and refuses answers that hand the task to the course's own code
+(:func:`reference_reached`). Verdicts depend only on the answer.
 """
 
 from __future__ import annotations
@@ -42,6 +22,7 @@ import importlib
 import inspect
 import pkgutil
 import re
+import subprocess
 import sys
 import textwrap
 import traceback
@@ -54,53 +35,13 @@ import numpy as np
 
 from dtf._util import LINE_LIMIT, whole_number
 
-__all__ = [
-    "CORRECT",
-    "NOT_ATTEMPTED",
-    "STATUSES",
-    "STUB_MESSAGE",
-    "WRONG",
-    "Task",
-    "Verdict",
-    "Mistake",
-    "Wrong",
-    "as_array",
-    "assert_all_correct",
-    "call",
-    "call_function",
-    "check",
-    "code_objects",
-    "default_device",
-    "device_names",
-    "devices_of",
-    "diagnose",
-    "expect_close",
-    "expect_equal",
-    "expect_kind",
-    "expected_got",
-    "full_float32",
-    "known_labs",
-    "listed",
-    "numbered",
-    "placement_table",
-    "reason_key",
-    "reference_reached",
-    "reset",
-    "short",
-    "summary",
-    "task",
-    "tasks",
-    "user_error_line",
-]
-
 CORRECT, WRONG, NOT_ATTEMPTED = "correct", "wrong", "not attempted"
 STATUSES = (CORRECT, WRONG, NOT_ATTEMPTED)
 
 #: The message of the stubs ``tools/make_labs.py`` writes.
 STUB_MESSAGE = re.compile(r"^Task (?P<task>\d+): write your code here")
-#: The same message anywhere in an error's text: autograph rewrites an error raised inside a
-#: ``tf.function`` into ``in user code: <frames> NotImplementedError: Task 2: write ...``.
-_STUB_ANYWHERE = re.compile(r"Task (?P<task>\d+): write your code here")
+#: The same anywhere in an error's text (autograph's ``in user code: <frames> ...``).
+_STUB_ANYWHERE = re.compile(STUB_MESSAGE.pattern[1:])
 #: The first lines of the errors TensorFlow wraps around the one that matters: autograph's
 #: (an error while tracing a ``tf.function``) and the runtime's (an op of a graph failed).
 _WRAPPER_HEADERS = ("in user code:", "Graph execution error:")
@@ -116,9 +57,6 @@ _CODE_LIMIT = 80
 #: Lab names: ``lab`` and the two digits of the lab's notebook (``labs/01_x_lab.ipynb``).
 _LAB_NAME = re.compile(r"lab\d\d")
 _SHORT_LIMIT = 160
-
-
-# --------------------------------------------------------------------------- verdicts
 
 
 @dataclass(frozen=True)
@@ -192,23 +130,14 @@ def _verdict(lab: str, number: int, status: str, detail: str = "", hint: str | N
     return Verdict(lab, number, status, message)
 
 
-# --------------------------------------------------------------------------- learner errors
-
-
 def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _unwrapped(exc: BaseException) -> tuple[str, tuple[str, str] | None]:
-    """The line of ``exc``'s message that says what went wrong, and where in the learner's
-    code, as ``(function, code line)`` when the message shows it.
-
-    Autograph rewrites an error raised while a ``tf.function`` is traced into ``in user
-    code:``, the frames, then ``TypeName: message``; the runtime's ``Graph execution error:``
-    puts the frames where an op was defined before the op's message. For those the line after
-    the last frame is the one that matters; for any other error, its first line. An eager
-    op's ``{{function_node ...}}`` prefix is left out.
-    """
+    """The line of ``exc``'s message that says what went wrong, and ``(function, code line)``
+    of the learner's code when the message shows it: for the errors TensorFlow wraps
+    (:data:`_WRAPPER_HEADERS`), the line after the last frame; else the first line."""
     lines = [line.rstrip() for line in str(exc).splitlines()]
     text = next((ln.strip() for ln in lines if ln.strip()), "")
     where = None
@@ -232,10 +161,8 @@ def _unwrapped(exc: BaseException) -> tuple[str, tuple[str, str] | None]:
 
 
 def user_error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
-    """``TypeName: the line that says what went wrong``, for a one-line verdict about an
-    error the learner's code raised: the ``in user code:`` and ``Graph execution error:``
-    headers TensorFlow wraps errors in are skipped (see :func:`_unwrapped`), and the learner's
-    line that raised it is named when the message shows it."""
+    """``TypeName: the line that says what went wrong`` (:func:`_unwrapped`), and the
+    learner's line that raised it when the message shows it."""
     text, where = _unwrapped(exc)
     name = type(exc).__name__
     place = ""
@@ -247,15 +174,13 @@ def user_error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
 
 
 def _stub_task(exc: BaseException) -> int | None:
-    """The task whose stub raised ``exc``: the last ``Task N: write your code here`` in its
-    message (autograph puts it after the frames), or None."""
+    """The task whose stub raised ``exc`` (the last one named in its message), or None."""
     found = list(_STUB_ANYWHERE.finditer(str(exc)))
     return int(found[-1]["task"]) if found else None
 
 
 def _stub_function(exc: BaseException) -> str | None:
-    """The name of the function whose stub raised ``exc``: the last frame of autograph's
-    message, or of the traceback."""
+    """The function whose stub raised ``exc``: the last frame of its message or traceback."""
     frames = [m for ln in str(exc).splitlines() if (m := _FRAME.match(ln))]
     if frames:
         name = frames[-1]["function"]
@@ -276,13 +201,9 @@ def _error_hint(exc: BaseException, name: str) -> str:
 
 
 def check(lab: str, number: int, body: Callable[[], str | None], answer: Any = None) -> Verdict:
-    """Run one check and turn its outcome into a printed, remembered :class:`Verdict`.
-
-    ``body()`` raises :class:`Wrong` (or the internal not-attempted signal raised by
-    :func:`call`) or returns an optional note shown with "correct". Any other exception is
-    reported as "wrong" with its type and message, never raised. ``answer`` only serves to
-    name the function in the "not attempted" message.
-    """
+    """Run ``body()`` and print and remember its :class:`Verdict`: a :class:`Wrong` it raises
+    is "wrong", a stub "not attempted", any other exception "wrong" with its line; never
+    raises. ``answer`` names the function in the "not attempted" message."""
     token = _current_task.set(number)
     try:
         note = body()
@@ -309,16 +230,10 @@ def check(lab: str, number: int, body: Callable[[], str | None], answer: Any = N
 
 
 def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
-    """The learner's answer: ``answer(*args, **kwargs)`` if it is callable, else ``answer``.
-
-    ``None``, ``...`` and a stub mean "not attempted": the task's own stub (``Task N: write
-    your code here``, also inside autograph's ``in user code:`` message of a ``tf.function``)
-    or a ``NotImplementedError`` without a message. The stub of *another* task, reached
-    from this one, is a :class:`Wrong` that names the task to finish first. Any other
-    exception the learner's code raises (a ``NotImplementedError`` with a message of its
-    own included, such as NumPy on a symbolic tensor) becomes a :class:`Wrong` that quotes
-    its meaningful line (:func:`user_error_line`).
-    """
+    """``answer(*args, **kwargs)`` if it is callable, else ``answer``. ``None``, ``...``, the
+    task's stub and a bare ``NotImplementedError`` are "not attempted"; the stub of another
+    task is a :class:`Wrong` that names it; any other exception a :class:`Wrong` with its
+    line (:func:`user_error_line`)."""
     if answer is None or answer is Ellipsis:
         raise _NotAttempted
     if not callable(answer):
@@ -351,10 +266,8 @@ def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
 def call_function(
     answer: Any, *args: Any, hints: Sequence[tuple[str, str]] = (), where: str = ""
 ) -> Any:
-    """Like :func:`call`, for tasks whose answer must be a function (it is called again
-    with other arguments). ``hints``: ``(pattern, hint)`` pairs, the hint of a verdict whose
-    text has the pattern (an error the task knows); ``where``: what the call was for, said
-    first (``for <where>: ...``)."""
+    """:func:`call` for an answer that must be a function. ``hints``: ``(pattern, hint)``, the
+    hint for an error whose text has the pattern; ``where``: what the call was for."""
     if answer is not None and answer is not Ellipsis and not callable(answer):
         raise Wrong(
             f"expected a function, got {short(answer)}",
@@ -368,13 +281,9 @@ def call_function(
         raise Wrong(re.sub(r" object at 0x[0-9a-fA-F]+", "", detail), hint) from None
 
 
-# --------------------------------------------------------------------------- registry
-
-
 @dataclass(frozen=True)
 class Task:
-    """One registered task: its lab, number, whether it is optional, its checker, and the
-    function that checker runs (``module.qualname``)."""
+    """One registered task; ``source``: the ``module.qualname`` its checker runs."""
 
     lab: str
     number: int
@@ -395,14 +304,11 @@ def _check_lab(lab: Any) -> str:
 
 
 def task(lab: str, number: int, *, optional: bool = False, references: Sequence[str] = ()):
-    """Decorator: make ``body(answer, *args, **kwargs)`` the checker of task ``number`` of
-    ``lab`` and register it. The decorated function takes the same arguments and returns the
-    :class:`Verdict` of :func:`check`: ``body`` runs inside it, raises :class:`Wrong` for a
-    wrong answer and returns an optional note for the "correct" line. ``references``: the
-    course's own code for the task (``"dtf.towers.split_batch"``; ``"module.name(arg)"``:
-    when the call passes ``arg``), refused before the answer runs (:func:`reference_reached`).
-    Registering another function for the same task raises ``ValueError``; re-importing the
-    same module (``importlib.reload``) replaces the checker."""
+    """Decorator: register ``body(answer, ...)`` as the checker of task ``number`` of ``lab``;
+    the decorated function returns the :class:`Verdict` of :func:`check`. ``references``: the
+    course's own code for the task (``"module.name"``, or ``"module.name(arg)"`` when a call
+    passes ``arg``), refused before the answer runs. Another function for a registered task
+    raises ``ValueError``; reloading the same module replaces the checker."""
     lab = _check_lab(lab)
     number = whole_number("a task number", number, minimum=1)
     if not isinstance(optional, bool):
@@ -457,9 +363,8 @@ def code_objects(code: types.CodeType) -> Iterator[types.CodeType]:
 
 
 def _loaded(function: types.FunctionType) -> Iterator[tuple[Any, types.CodeType]]:
-    """``(object, code)`` for every global, closure cell, module imported in the code, and
-    attribute of a module or class (``towers.split_batch``) that ``function``'s code, nested
-    code included, loads."""
+    """``(object, code)`` for every global, closure cell, imported module, and attribute of a
+    module or class that ``function``'s code (nested code included) loads."""
     closure = {}
     for name, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=True):
         try:
@@ -494,8 +399,7 @@ def _loaded(function: types.FunctionType) -> Iterator[tuple[Any, types.CodeType]
 
 
 def _passes(function: Any, code: types.CodeType, reference: Any, arg: str) -> bool:
-    """Whether ``function`` passes ``arg`` to ``reference``: by keyword (a call's keyword names
-    are constants of its code), or by position (read from its source, if there is one)."""
+    """Whether ``function`` passes ``arg`` to ``reference``, by keyword or by position."""
     if any(isinstance(c, tuple) and arg in c for c in code.co_consts):
         return True
     position = list(inspect.signature(reference).parameters).index(arg)
@@ -513,9 +417,8 @@ def _passes(function: Any, code: types.CodeType, reference: Any, arg: str) -> bo
 
 
 def reference_reached(answer: Any, references: Sequence[str]) -> str | None:
-    """How ``answer`` calls one of ``references`` (see :func:`task`): ``"calls `x.y`"``, or
-    None. Read from the code before it runs: the names ``answer`` loads (globals, closure
-    cells, attributes of modules), and theirs of the notebook's functions it calls."""
+    """How ``answer`` calls one of ``references`` (``"calls `x.y`"``) or None, read from the
+    names its code (and that of the notebook's functions it calls) loads, before it runs."""
     targets = []
     for reference in references:
         path, arg = _REFERENCE.fullmatch(reference).group("path", "arg")
@@ -545,8 +448,7 @@ def reference_reached(answer: Any, references: Sequence[str]) -> str | None:
 
 
 def known_labs() -> list[str]:
-    """The labs that have checkers: those registered, and the ``labNN`` modules of this
-    package (imported when their tasks are asked for)."""
+    """The labs registered, and the ``labNN`` modules of this package."""
     package = __name__.rpartition(".")[0]
     modules = {
         info.name
@@ -564,9 +466,6 @@ def tasks(lab: str) -> dict[int, Task]:
     if lab not in _registry:
         raise ValueError(f"unknown lab {lab!r}; known: {', '.join(known_labs())}")
     return dict(sorted(_registry[lab].items()))
-
-
-# --------------------------------------------------------------------------- scorecard
 
 
 def summary(lab: str) -> dict[int, str]:
@@ -588,12 +487,8 @@ def summary(lab: str) -> dict[int, str]:
 
 
 def assert_all_correct(lab: str) -> None:
-    """Raise AssertionError unless every task of ``lab`` was checked and is correct.
-
-    Solution notebooks end with this (in a cell tagged ``solution``, so the student lab
-    does not have it): a wrong solution then fails the headless run instead of printing
-    a verdict nobody reads.
-    """
+    """Raise AssertionError unless every task of ``lab`` was checked and is correct (the
+    last cell of a solution notebook, so a wrong solution fails its headless run)."""
     registered = tasks(lab)
     seen = _results.get(lab, {})
     bad = [
@@ -603,9 +498,6 @@ def assert_all_correct(lab: str) -> None:
     ]
     if bad:
         raise AssertionError(f"{lab}: tasks not correct: " + "; ".join(bad))
-
-
-# --------------------------------------------------------------------------- comparing
 
 
 def as_array(value: Any) -> np.ndarray:
@@ -620,8 +512,7 @@ def _is_arraylike(value: Any) -> bool:
 
 
 def short(value: Any, limit: int = _SHORT_LIMIT) -> str:
-    """A one-line description of ``value`` for messages: arrays and tensors show their
-    shape, dtype and first values; long reprs are cut."""
+    """``value`` in one line for messages (arrays: shape, dtype, first values)."""
     if _is_arraylike(value):
         array = as_array(value)
         flat = array.ravel()
@@ -666,8 +557,7 @@ def expect_kind(
     size: int | None = None,
     what: str | None = None,
 ) -> Any:
-    """``got`` when it is a ``kind`` (of ``size`` items, when given), else :class:`Wrong`:
-    ``"[for <what>: ]expected <described>, got <got, shortened>"``."""
+    """``got`` when it is a ``kind`` (of ``size`` items, when given), else :class:`Wrong`."""
     if not isinstance(got, kind) or (size is not None and len(got) != size):
         raise Wrong(f"{_prefix(what)}expected {described}, got {short(got)}", hint)
     return got
@@ -693,7 +583,7 @@ def expect_close(
     hint: str | None = None,
 ) -> float:
     """Raise :class:`Wrong` unless ``got`` has ``expected``'s shape and every element is
-    within ``atol + rtol * |expected|``; returns the largest absolute difference."""
+    within ``atol + rtol * |expected|``; return the largest absolute difference."""
     want = as_array(expected).astype(np.float64)
     try:
         have = as_array(got).astype(np.float64)
@@ -722,9 +612,6 @@ def expect_close(
     return largest
 
 
-# --------------------------------------------------------------------------- known mistakes
-
-
 @dataclass(frozen=True)
 class Mistake:
     """One known wrong answer of a task, as data: when ``test(**facts)`` is true, the answer
@@ -747,12 +634,8 @@ def diagnose(mistakes: Sequence[Mistake], fallback: str | None = None, **facts: 
         raise Wrong(fallback.format(**facts))
 
 
-# --------------------------------------------------------------------------- devices
-
-
 def reason_key(reason: str, reasons: Mapping[str, str], where: str = "") -> str:
-    """A learner's reason, trimmed and lower-cased, that must be a key of ``reasons`` (a lab's
-    ``REASONS``); else :class:`Wrong` (``where``, e.g. ``"for call 2: "``, starts its text)."""
+    """``reason`` trimmed and lower-cased, which must be a key of ``reasons``."""
     key = reason.strip().lower()
     if key not in reasons:
         raise Wrong(
@@ -764,8 +647,7 @@ def reason_key(reason: str, reasons: Mapping[str, str], where: str = "") -> str:
 
 @contextlib.contextmanager
 def full_float32():
-    """TensorFloat-32 off within the block: GPUs multiply float32 matrices in it by default
-    (about 3 significant digits), which alone would exceed a comparison's tolerance."""
+    """TensorFloat-32 off within the block (its 3 digits exceed a comparison's tolerance)."""
     import tensorflow as tf
 
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
@@ -806,7 +688,67 @@ def placement_table(value: Any):
     return table
 
 
-def devices_of(table, op_types: Sequence[str]) -> list[str]:
-    """The devices (short names, in log order, each once) that ran ops of ``op_types``."""
-    rows = table[table["op_type"].isin(list(op_types))]
+def eager_rows(table, op_types: Sequence[str] | None = None):
+    """The rows of ``op_types`` (every row when None): the eager ones when there are any, else
+    the placer's (a ``tf.function``), so that every op run counts once."""
+    if op_types is not None:
+        table = table[table["op_type"].isin(list(op_types))]
+    eager = table[table["source"] == "eager"] if "source" in table else table
+    return eager if len(eager) else table
+
+
+def devices_of(table, op_types: Sequence[str], once: bool = False) -> list[str]:
+    """The devices (short names, in log order, each once) that ran ops of ``op_types``;
+    ``once``: each op run counted once (:func:`eager_rows`)."""
+    rows = eager_rows(table, op_types) if once else table[table["op_type"].isin(list(op_types))]
     return list(dict.fromkeys(rows["device"]))
+
+
+def both_ways(names: Sequence[str]) -> list[tuple[list[str], str]]:
+    """``(devices, case)`` to check a placement with: ``names``, and reversed when its first
+    and last devices differ (each op then once belongs off the default device); ``case``
+    starts the messages of the reversed run."""
+    from dtf.placement import short_device
+
+    runs = [(list(names), "")]
+    if names[0] != names[-1]:
+        shown = ", ".join(repr(short_device(d)) for d in names[::-1])
+        runs.append((list(names[::-1]), f"with devices = [{shown}]: "))
+    return runs
+
+
+def run_child(
+    args: Sequence[str],
+    env: Mapping[str, str],
+    timeout: float,
+    what: str,
+    *,
+    mark: str,
+    late: str = "",
+    hint: str | None = None,
+) -> str:
+    """Run ``python -c *args`` with ``env`` and return what it printed after its last
+    ``mark``; :class:`Wrong` (``what``, the child, starts its text) when it does not finish
+    in ``timeout`` s (``late`` and ``hint`` added), fails, or prints no ``mark``."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", *args],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        raise Wrong(f"{what} did not finish in {timeout:g} s{late}", hint) from None
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(mark)]
+    if proc.returncode != 0 or not lines:
+        raise Wrong(
+            f"{what} failed (exit status {proc.returncode}): "
+            f"{proc.stderr.strip()[-300:] or 'no error message'}"
+        )
+    return lines[-1][len(mark) :]
+
+
+def plural(count: int, word: str) -> str:
+    """``"call"`` or ``"calls"``, by ``count``."""
+    return word if count == 1 else word + "s"

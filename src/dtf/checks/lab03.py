@@ -1,21 +1,15 @@
 """Checkers of Lab 03 · Parallelism and memory (``labs/03_parallelism_memory_lab.ipynb``).
 
-1. :func:`task1`: two Keras layers on two devices (variables and MatMuls), proven by the
-   placement log;
-2. :func:`task2`: the parameter bytes each device holds for a layout of layers on devices,
-   compared with the variables TensorFlow really creates;
-3. :func:`task3`: which memory-configuration calls of a script raise, which exception and why,
-   compared with what a fresh TensorFlow process really does;
-4. :func:`task4` (decide): for each network, the pipeline layout that trains it within a
-   per-device memory budget on the fewest devices, or None when none fits.
+1. two Keras layers on two devices (variables and MatMuls); 2. the parameter bytes each
+device holds, against the variables TensorFlow creates; 3. which memory-configuration calls
+of a script raise, and why, against a fresh TensorFlow process; 4. (decide) the pipeline
+layout that trains each network within a memory budget on the fewest devices.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,19 +17,24 @@ import numpy as np
 
 from dtf._util import first_line
 from dtf.checks.core import (
+    Mistake,
     Wrong,
     as_array,
+    both_ways,
     call,
     call_function,
     default_device,
     device_names,
     devices_of,
+    diagnose,
     expect_close,
     expect_kind,
     expected_got,
     listed,
     placement_table,
+    plural,
     reason_key,
+    run_child,
     short,
     task,
 )
@@ -43,8 +42,6 @@ from dtf.parallel import variable_device
 from dtf.placement import short_device
 
 LAB = "lab03"
-
-# --------------------------------------------------------------------------- task 1
 
 #: Task 1: the input batch (examples × features, like the digits) and the two layers' widths.
 BATCH, FEATURES, HIDDEN, CLASSES = 16, 64, 32, 10
@@ -58,84 +55,81 @@ def device_pair(setup: Any) -> list[str]:
     return names[:2] if len(names) >= 2 else [names[0], names[0]]
 
 
-def _inputs() -> np.ndarray:
-    return np.random.default_rng(3).normal(size=(BATCH, FEATURES)).astype(np.float32)
-
-
-def _layers_of(value: Any) -> list:
-    """The two layers the learner returned: a list of layers, or a Keras model of them."""
-    if hasattr(value, "layers") and not isinstance(value, (list, tuple)):
-        value = [layer for layer in value.layers if layer.weights]
-    expect_kind(value, (tuple, list), "the 2 layers, [layer 0, layer 1]", size=2)
-    for i, layer in enumerate(value):
-        if not hasattr(layer, "trainable_variables") or not callable(layer):
-            raise Wrong(f"layer {i} is not a Keras layer: {short(layer)}")
-    return list(value)
-
-
-def _variable_kind(layer: Any, variable: Any) -> str:
-    for kind in ("kernel", "bias"):
-        if getattr(layer, kind, None) is variable:
-            return kind
-    return f"variable {getattr(variable, 'name', '?')}"
-
-
 def _check_variables(layers: list, wanted: list[str], case: str) -> None:
     for i, (layer, device) in enumerate(zip(layers, wanted, strict=True)):
-        variables = list(layer.trainable_variables)
-        if not variables:
+        if not layer.trainable_variables:
             raise Wrong(
                 f"{case}layer {i} has no variables yet",
                 "a Keras layer creates its variables when it is built, at its first call: "
                 f"was layer {i} ever called?",
             )
-        for v in variables:
+        for v in layer.trainable_variables:
             where = variable_device(v)
-            if where != device:
-                kind = _variable_kind(layer, v)
-                unscoped = ""
-                if where == default_device():
-                    unscoped = (
-                        f"{where} is TensorFlow's default device, where a variable goes when "
-                        "no device scope is open as it is created. "
-                    )
-                raise Wrong(
-                    case + expected_got(device, where, f"the device of layer {i}'s {kind}"),
-                    unscoped + "a variable lives, for its whole life, on the device that was "
-                    f"in scope when it was created: look at the scope in effect at layer {i}'s "
-                    "first call. A model built before (keras.Sequential with an Input, or an "
-                    "earlier call) keeps its weights where they are, whatever scope calls it",
+            if where == device:
+                continue
+            kinds = [k for k in ("kernel", "bias") if getattr(layer, k, None) is v]
+            kind = kinds[0] if kinds else f"variable {getattr(v, 'name', '?')}"
+            unscoped = ""
+            if where == default_device():
+                unscoped = (
+                    f"{where} is TensorFlow's default device, where a variable goes when "
+                    "no device scope is open as it is created. "
                 )
+            raise Wrong(
+                case + expected_got(device, where, f"the device of layer {i}'s {kind}"),
+                unscoped + "a variable lives, for its whole life, on the device that was "
+                f"in scope when it was created: look at the scope in effect at layer {i}'s "
+                "first call. A model built before (keras.Sequential with an Input, or an "
+                "earlier call) keeps its weights where they are, whatever scope calls it",
+            )
 
 
-def _check_logits(logits: Any, case: str) -> None:
-    """Logits are raw scores: a softmax output (every row in [0, 1], summing to 1) is not."""
-    try:
+def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
+    """One call of ``place_model(x, pair)``, checked: the layers' variables, the logits and
+    the MatMuls in the placement table; returns the devices the MatMuls ran on."""
+    import tensorflow as tf
+
+    wanted = [short_device(d) for d in pair]
+    got = call_function(answer, x, list(pair))
+    layers, logits, table = expect_kind(got, (tuple, list), "(layers, logits, table)", size=3)
+    if hasattr(layers, "layers") and not isinstance(layers, (list, tuple)):  # a Keras model
+        layers = [layer for layer in layers.layers if layer.weights]
+    expect_kind(layers, (tuple, list), "the 2 layers, [layer 0, layer 1]", size=2)
+    for i, layer in enumerate(layers):
+        if not hasattr(layer, "trainable_variables") or not callable(layer):
+            raise Wrong(f"layer {i} is not a Keras layer: {short(layer)}")
+    _check_variables(list(layers), wanted, case)
+    try:  # logits are raw scores: a softmax output (rows in [0, 1] summing to 1) is not
         values = np.asarray(as_array(logits), dtype=np.float64)
     except (TypeError, ValueError):
-        return  # expect_close says what is wrong with it
-    if values.ndim != 2 or values.size == 0:
-        return
-    in_unit = bool(np.all((values >= -1e-6) & (values <= 1 + 1e-6)))
-    if in_unit and np.allclose(values.sum(axis=1), 1.0, atol=1e-4):
-        raise Wrong(
-            f"{case}your logits are probabilities: every row lies in [0, 1] and sums to 1, "
-            "as after a softmax",
-            "logits are the raw scores of the output layer, before any softmax: the loss "
-            "(and the prediction) apply it themselves. Look at the output layer's activation",
-        )
-
-
-def _check_matmuls(table: Any, wanted: list[str], case: str = "") -> list[str]:
-    table = placement_table(table)
-    eager = table[table["source"] == "eager"]
-    ran = devices_of(eager, ["MatMul"]) or devices_of(table, ["MatMul"])
+        values = np.zeros(0)  # expect_close says what is wrong with it
+    if values.ndim == 2 and values.size and np.all((values >= -1e-6) & (values <= 1 + 1e-6)):
+        if np.allclose(values.sum(axis=1), 1.0, atol=1e-4):
+            raise Wrong(
+                f"{case}your logits are probabilities: every row lies in [0, 1] and sums to 1, "
+                "as after a softmax",
+                "logits are the raw scores of the output layer, before any softmax: the loss "
+                "(and the prediction) apply it themselves. Look at the output layer's activation",
+            )
+    h = x
+    for layer, device in zip(layers, pair, strict=True):
+        with tf.device(device):
+            h = layer(h)
+    expect_close(
+        h,
+        logits,
+        what=f"{case}the logits",
+        atol=1e-5,
+        rtol=1e-5,
+        hint="the logits are x through layer 0, then through layer 1: both layers, in order",
+    )
+    ran = devices_of(placement_table(table), ["MatMul"], once=True)
+    order = list(dict.fromkeys(wanted))
     if not ran:
         raise Wrong(
             f"{case}your placement table has no MatMul",
             "the table must be that of the capture in which both layers ran",
         )
-    order = list(dict.fromkeys(wanted))
     if ran == order:
         return ran
     if len(order) == 2 and len(ran) == 1 and ran[0] in order:
@@ -154,51 +148,17 @@ def _check_matmuls(table: Any, wanted: list[str], case: str = "") -> list[str]:
     )
 
 
-def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
-    """One call of the learner's ``place_model(x, pair)``, checked: the layers' variables,
-    the logits and the MatMuls in the placement table. Returns the devices the MatMuls ran
-    on."""
-    import tensorflow as tf
-
-    wanted = [short_device(d) for d in pair]
-    got = call_function(answer, x, list(pair))
-    layers, logits, table = expect_kind(got, (tuple, list), "(layers, logits, table)", size=3)
-    layers = _layers_of(layers)
-    _check_variables(layers, wanted, case)
-    _check_logits(logits, case)
-    h = x
-    for layer, device in zip(layers, pair, strict=True):
-        with tf.device(device):
-            h = layer(h)
-    expect_close(
-        h,
-        logits,
-        what=f"{case}the logits",
-        atol=1e-5,
-        rtol=1e-5,
-        hint="the logits are x through layer 0, then through layer 1: both layers, in order",
-    )
-    return _check_matmuls(table, wanted, case)
-
-
 @task(LAB, 1)
 def task1(answer: Any, setup: Any) -> str:
     """``place_model(x, devices) -> (layers, logits, placement table)``: a hidden Dense layer
-    built and run on ``devices[0]``, an output layer on ``devices[1]``. Checked with
-    :func:`device_pair` and again reversed (so each layer once gets a device that is not the
-    default one): the devices of the layers' variables, the logits (raw scores: a softmax
-    output is refused) and each layer's MatMul in the log. Hand-made layers and a Keras model
-    of the two are accepted."""
+    built and run on ``devices[0]``, an output layer on ``devices[1]``, checked with
+    :func:`device_pair` both ways; a Keras model of the two layers is accepted."""
     import tensorflow as tf
 
     pair = device_pair(setup)
-    x = tf.constant(_inputs())
-    runs = [pair] if pair[0] == pair[1] else [pair, pair[::-1]]
-    ran = []
-    for run in runs:
-        shown = ", ".join(repr(short_device(d)) for d in run)
-        case = f"with devices = [{shown}]: " if run is not pair else ""
-        ran.append(_check_run(answer, x, run, case))
+    x = tf.constant(np.random.default_rng(3).normal(size=(BATCH, FEATURES)).astype(np.float32))
+    runs = both_ways(pair)
+    ran = [_check_run(answer, x, run, case) for run, case in runs]
     wanted = [short_device(d) for d in pair]
     if len(runs) == 1:
         return (
@@ -212,12 +172,9 @@ def task1(answer: Any, setup: Any) -> str:
     )
 
 
-# --------------------------------------------------------------------------- task 2
-
-#: Task 2: the network of notebook 04 (digits in, three hidden layers of 256, 10 classes out).
+#: Task 2: the network of notebook 04 (digits in, three hidden layers of 256, 10 classes out),
+#: and layouts of a 4-GPU machine: layers taking turns, one layer alone, an uneven cut.
 LAYER_SIZES = (64, 256, 256, 256, 10)
-#: Task 2: layouts of a machine with 4 GPUs that the learner's function is checked on too:
-#: layers taking turns, one layer alone, an uneven cut.
 OTHER_LAYOUTS = (
     ((784, 512, 512, 10), ("/device:GPU:0", "/device:GPU:1", "/device:GPU:0")),
     ((32, 8), ("/device:GPU:3",)),
@@ -227,9 +184,8 @@ _BYTES = 4  # float32
 
 
 def layout(setup: Any, layer_sizes: Sequence[int] = LAYER_SIZES) -> list[str]:
-    """The device of each layer when the layers are cut into ``min(layers, devices)``
-    contiguous stages, stage ``k`` on device ``k`` (as notebook 04's
-    :func:`dtf.parallel.build_stages` does)."""
+    """Each layer's device when the layers are cut into ``min(layers, devices)`` contiguous
+    stages, stage ``k`` on device ``k`` (as :func:`dtf.parallel.build_stages`)."""
     from dtf import parallel
 
     names = device_names(setup)
@@ -238,32 +194,72 @@ def layout(setup: Any, layer_sizes: Sequence[int] = LAYER_SIZES) -> list[str]:
     return [names[k] for k, group in enumerate(groups) for _ in group]
 
 
-def _measured_bytes(
-    layer_sizes: Sequence[int], layer_devices: Sequence[str], build_on: str | None
-) -> dict[str, int]:
+def _per_device(layer_sizes, layer_devices, per_layer) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for n_in, n_out, device in zip(layer_sizes[:-1], layer_sizes[1:], layer_devices, strict=True):
+        out[short_device(device)] = out.get(short_device(device), 0) + per_layer(n_in, n_out)
+    return out
+
+
+def _measured_bytes(layer_sizes, layer_devices, build_on: str | None) -> dict[str, int]:
     """Bytes of the variables TensorFlow creates for each device: the layers built on their
-    own devices (``build_on=None``), or each built on ``build_on`` and counted for the
-    device the layout names (for devices this machine does not have)."""
+    own devices (``build_on=None``), or on ``build_on`` and counted for the device the layout
+    names (for devices this machine does not have)."""
     from dtf import parallel
 
     num_layers = len(layer_sizes) - 1
     if build_on is None:
         stages = parallel.build_stages(layer_sizes, list(layer_devices), num_stages=num_layers)
         return parallel.parameter_bytes(stages)
-    stages = parallel.build_stages(layer_sizes, [build_on], num_stages=num_layers)
-    out: dict[str, int] = {}
-    for stage, device in zip(stages, layer_devices, strict=True):
-        key = short_device(device)
-        out[key] = out.get(key, 0) + sum(parallel.parameter_bytes([stage]).values())
-    return out
+    stages = iter(parallel.build_stages(layer_sizes, [build_on], num_stages=num_layers))
+    return _per_device(
+        layer_sizes,
+        layer_devices,
+        lambda *_: sum(parallel.parameter_bytes([next(stages)]).values()),
+    )
 
 
-def _per_device(layer_sizes, layer_devices, per_layer) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for n_in, n_out, device in zip(layer_sizes[:-1], layer_sizes[1:], layer_devices, strict=True):
-        key = short_device(device)
-        out[key] = out.get(key, 0) + per_layer(n_in, n_out)
-    return out
+def _slip(per_layer) -> Any:
+    """A test of :data:`TASK2_MISTAKES`: the answer counts ``per_layer(n_in, n_out)``."""
+    return lambda got, sizes, devices, **_: got == _per_device(sizes, devices, per_layer)
+
+
+#: Task 2: the usual slips, recognised by recomputing them; the last one: any other answer.
+TASK2_MISTAKES = (
+    Mistake(
+        _slip(lambda i, o: i * o + o),
+        "{shown}",
+        "those are numbers of parameters: a float32 parameter takes 4 bytes",
+    ),
+    Mistake(
+        _slip(lambda i, o: i * o * _BYTES),
+        "{shown}",
+        "a Dense layer also has a bias, one number per output unit: "
+        "n_in * n_out + n_out parameters",
+    ),
+    Mistake(
+        _slip(lambda i, o: i * o),
+        "{shown}",
+        "count the biases too (n_in * n_out + n_out parameters) and 4 bytes per parameter",
+    ),
+    Mistake(
+        _slip(lambda i, o: (i * o + i) * _BYTES),
+        "{shown}",
+        "a layer's bias has one number per *output* unit: n_in * n_out + n_out",
+    ),
+    Mistake(
+        lambda got, devices, total, **_: got == {short_device(d): total for d in devices},
+        "{shown}",
+        "that is the whole model on every device, as in data parallelism; here each "
+        "device holds only the layers the layout puts on it",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{shown}",
+        "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs and lives on "
+        "layer_devices[i]: count its weights and biases, at 4 bytes each, for that device",
+    ),
+)
 
 
 def _normalised(got: Any, what: str) -> dict[str, int]:
@@ -279,83 +275,37 @@ def _normalised(got: Any, what: str) -> dict[str, int]:
                 f"for {what}: expected a whole number of bytes for {key!r}, got {short(value)}",
                 "bytes are whole numbers: 4 per float32 parameter",
             )
-        name = short_device(str(key))
-        out[name] = out.get(name, 0) + number
+        out[short_device(str(key))] = out.get(short_device(str(key)), 0) + number
     return {k: v for k, v in out.items() if v != 0}
-
-
-def _bytes_hint(got: dict, layer_sizes, layer_devices) -> str:
-    """The hint for a wrong dict: the usual slips are recognised by recomputing them."""
-    devices_used = {short_device(d) for d in layer_devices}
-    total = sum(_per_device(layer_sizes, layer_devices, lambda i, o: (i * o + o) * _BYTES).values())
-    slips = [
-        (
-            _per_device(layer_sizes, layer_devices, lambda i, o: i * o + o),
-            "those are numbers of parameters: a float32 parameter takes 4 bytes",
-        ),
-        (
-            _per_device(layer_sizes, layer_devices, lambda i, o: i * o * _BYTES),
-            "a Dense layer also has a bias, one number per output unit: "
-            "n_in * n_out + n_out parameters",
-        ),
-        (
-            _per_device(layer_sizes, layer_devices, lambda i, o: i * o),
-            "count the biases too (n_in * n_out + n_out parameters) and 4 bytes per parameter",
-        ),
-        (
-            _per_device(layer_sizes, layer_devices, lambda i, o: (i * o + i) * _BYTES),
-            "a layer's bias has one number per *output* unit: n_in * n_out + n_out",
-        ),
-        (
-            {d: total for d in devices_used},
-            "that is the whole model on every device, as in data parallelism; here each "
-            "device holds only the layers the layout puts on it",
-        ),
-    ]
-    for wrong, hint in slips:
-        if got == wrong:
-            return hint
-    return (
-        "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs and lives on "
-        "layer_devices[i]: count its weights and biases, at 4 bytes each, for that device"
-    )
-
-
-def _describe(layer_sizes, layer_devices) -> str:
-    sizes = "→".join(str(s) for s in layer_sizes)
-    return f"layers {sizes} on {', '.join(short_device(d) for d in layer_devices)}"
 
 
 @task(LAB, 2, references=("dtf.parallel.parameter_bytes",))
 def task2(answer: Any, setup: Any) -> str:
-    """``parameter_bytes(layer_sizes, layer_devices) -> {device: bytes}``: the float32 bytes
-    each device holds. Checked on this machine's layout of :data:`LAYER_SIZES` against the
-    variables TensorFlow creates there, and on :data:`OTHER_LAYOUTS` of a 4-GPU machine;
-    short device names and left-out zeros are accepted."""
+    """``parameter_bytes(layer_sizes, layer_devices) -> {device: bytes}``: on this machine's
+    layout of :data:`LAYER_SIZES`, against the variables TensorFlow creates there, and on
+    :data:`OTHER_LAYOUTS`; short device names and left-out zeros are accepted."""
     names = device_names(setup)
     here = layout(names)
     cases = [(LAYER_SIZES, here, None)] + [(s, d, names[0]) for s, d in OTHER_LAYOUTS]
-    for layer_sizes, layer_devices, build_on in cases:
-        what = _describe(layer_sizes, layer_devices)
-        got = call_function(answer, tuple(layer_sizes), list(layer_devices))
-        got = _normalised(got, what)
-        expected = _measured_bytes(layer_sizes, layer_devices, build_on)
+    for sizes, devices, build_on in cases:
+        shown = "→".join(str(s) for s in sizes)
+        what = f"layers {shown} on {', '.join(short_device(d) for d in devices)}"
+        got = _normalised(call_function(answer, tuple(sizes), list(devices)), what)
+        expected = _measured_bytes(sizes, devices, build_on)
         if got != expected:
-            raise Wrong(
-                expected_got(expected, got, what),
-                _bytes_hint(got, layer_sizes, layer_devices),
+            total = sum(_per_device(sizes, devices, lambda i, o: (i * o + o) * _BYTES).values())
+            shown = expected_got(expected, got, what)
+            diagnose(
+                TASK2_MISTAKES, got=got, sizes=sizes, devices=devices, total=total, shown=shown
             )
     mine = _measured_bytes(LAYER_SIZES, here, None)
     device, largest = max(mine.items(), key=lambda item: item[1])  # the first of equals
-    total = sum(mine.values())
     return (
         f"{len(cases)} layouts match the variables TensorFlow creates; on this machine's "
-        f"layout the largest share is {largest:,} bytes on {device}, of {total:,} for the "
-        "whole model"
+        f"layout the largest share is {largest:,} bytes on {device}, of "
+        f"{sum(mine.values()):,} for the whole model"
     )
 
-
-# --------------------------------------------------------------------------- task 3
 
 #: Task 3: the lines that start the script (in a fresh process that sees no GPU).
 PREAMBLE = (
@@ -391,8 +341,7 @@ MESSAGE_REASONS = (
     ("cannot be modified after being initialized", "initialised"),
     ("allocator stats not available", "no-stats"),
 )
-#: Task 3: what to think about when a prediction for a call is wrong: each points at what
-#: decides the call's outcome, without saying the outcome.
+#: Task 3: what decides each call's outcome, without saying the outcome.
 CALL_HINTS = {
     1: "call 1: memory growth is a setting of a memory pool that TensorFlow grows on demand; "
     "which kind of device has such a pool?",
@@ -413,7 +362,6 @@ CALL_HINTS = {
 #: Task 3: how long the child process may take (a TensorFlow import, ~5 s on 2 cores).
 CHILD_TIMEOUT_S = 120.0
 _MARK = "DTF_LAB03_OUTCOMES "
-
 _CHILD = r"""
 import json, sys
 preamble, calls, mark = json.loads(sys.argv[1])
@@ -434,92 +382,46 @@ print(mark + json.dumps(outcomes), flush=True)
 def script(calls: Mapping[int, str] | None = None) -> str:
     """The script of task 3 as the learner reads it: the preamble, then each numbered call."""
     calls = CALLS if calls is None else calls
-    lines = [PREAMBLE.rstrip("\n")]
-    lines += [f"{code:<80}# call {number}" for number, code in calls.items()]
-    return "\n".join(lines)
+    lines = [f"{code:<80}# call {number}" for number, code in calls.items()]
+    return "\n".join([PREAMBLE.rstrip("\n"), *lines])
 
 
-def _child_env() -> dict[str, str]:
+def measure(calls: Mapping[int, str] | None = None) -> dict[int, tuple[str, str] | None]:
+    """Run :data:`PREAMBLE`, then ``calls`` (default :data:`CALLS`) in order, each in its own
+    try/except, in a fresh Python process that sees no GPU: ``{call: None or (exception
+    type, first line of its message)}``, or a :class:`Wrong` if the process fails."""
+    calls = CALLS if calls is None else calls
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU-only process, also on a GPU machine
     for name in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_FORCE_GPU_ALLOW_GROWTH", "PYTEST_CURRENT_TEST"):
         env.pop(name, None)
-    return env
-
-
-def measure(calls: Mapping[int, str] | None = None) -> dict[int, tuple[str, str] | None]:
-    """Run :data:`PREAMBLE` and then ``calls`` (default :data:`CALLS`) in order, each in its
-    own try/except, in a fresh Python process that sees no GPU, and return
-    ``{call: None or (exception type, first line of its message)}``.
-
-    Raises :class:`Wrong` when the process does not finish within :data:`CHILD_TIMEOUT_S`
-    or fails."""
-    calls = CALLS if calls is None else calls
     payload = json.dumps([PREAMBLE, [[int(n), code] for n, code in calls.items()], _MARK])
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-c", _CHILD, payload],
-            env=_child_env(),
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT_S,
+    found = json.loads(
+        run_child(
+            [_CHILD, payload],
+            env,
+            CHILD_TIMEOUT_S,
+            "the fresh TensorFlow process that runs the calls",
+            mark=_MARK,
+            late=", so the predictions could not be checked",
+            hint="run the check cell again; on a busy machine a TensorFlow import can be slow",
         )
-    except subprocess.TimeoutExpired:
-        raise Wrong(
-            f"the fresh TensorFlow process that runs the calls did not finish in "
-            f"{CHILD_TIMEOUT_S:g} s, so the predictions could not be checked",
-            "run the check cell again; on a busy machine a TensorFlow import can be slow",
-        ) from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(_MARK)]
-    if proc.returncode != 0 or not lines:
-        detail = proc.stderr.strip()[-300:] or "no error message"
-        raise Wrong(
-            f"the fresh TensorFlow process that runs the calls failed (exit status "
-            f"{proc.returncode}): {detail}"
-        )
-    found = json.loads(lines[-1][len(_MARK) :])
+    )
     if sorted(int(n) for n in found) != sorted(int(n) for n in calls):
         raise Wrong(
             f"the fresh TensorFlow process reported calls {sorted(found)}, not {list(calls)}"
         )
-    return {
-        int(n): None if outcome is None else (outcome[0], first_line(outcome[1]))
-        for n, outcome in found.items()
-    }
+    return {int(n): o and (o[0], first_line(o[1])) for n, o in found.items()}
 
 
 def reason_of(message: str) -> str | None:
     """The :data:`REASONS` key that TensorFlow's ``message`` gives, or None if unknown."""
-    lowered = message.lower()
-    for fragment, reason in MESSAGE_REASONS:
-        if fragment.lower() in lowered:
-            return reason
-    return None
-
-
-def _prediction(number: int, value: Any) -> tuple[str, str] | None:
-    """``None`` or ``(exception type name, reason key)`` from the learner's value."""
-    if value is None:
-        return None
-    if not isinstance(value, (tuple, list)) or len(value) != 2:
-        raise Wrong(
-            f"for call {number}: expected None or a pair (exception type, reason), "
-            f"got {short(value)}",
-            "a pair (exception type, key of REASONS) for a call that raises, None for one that "
-            "does not",
-        )
-    kind, reason = value
-    if isinstance(kind, type) and issubclass(kind, BaseException):
-        kind = kind.__name__
-    if not isinstance(kind, str) or not isinstance(reason, str):
-        raise Wrong(
-            f"for call {number}: expected (exception type, reason), got {short(value)}",
-            "name the type as ValueError or 'ValueError', and the reason by its key in REASONS",
-        )
-    return kind.strip(), reason_key(reason, REASONS, f"for call {number}: ")
+    found = [reason for part, reason in MESSAGE_REASONS if part.lower() in message.lower()]
+    return found[0] if found else None
 
 
 def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
+    """``{call: None or (exception type name, reason key)}`` from the learner's dict."""
     expect_kind(got, Mapping, "a dict {call number: None or (exception type, reason)}")
     out = {}
     for key, value in got.items():
@@ -527,7 +429,25 @@ def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
             number = int(key)
         except (TypeError, ValueError):
             raise Wrong(f"{key!r} is not a call number", f"the calls are {list(CALLS)}") from None
-        out[number] = _prediction(number, value)
+        if value is None:
+            out[number] = None
+            continue
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            raise Wrong(
+                f"for call {number}: expected None or a pair (exception type, reason), "
+                f"got {short(value)}",
+                "a pair (exception type, key of REASONS) for a call that raises, None for one "
+                "that does not",
+            )
+        kind, reason = value
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            kind = kind.__name__
+        if not isinstance(kind, str) or not isinstance(reason, str):
+            raise Wrong(
+                f"for call {number}: expected (exception type, reason), got {short(value)}",
+                "name the type as ValueError or 'ValueError', and the reason by its key in REASONS",
+            )
+        out[number] = (kind.strip(), reason_key(reason, REASONS, f"for call {number}: "))
     missing = [n for n in CALLS if n not in out]
     if missing:
         raise Wrong(
@@ -542,52 +462,36 @@ def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
 
 @task(LAB, 3, references=("dtf.checks.lab03.measure", "dtf.checks.lab03.reason_of"))
 def task3(answer: Any) -> str:
-    """``predict_failures() -> {call: None or (exception type, reason)}`` for the calls of
-    :func:`script`. The checker runs the script in a fresh TensorFlow process (:func:`measure`)
-    and compares: the exception type of each call, and the reason its message gives
-    (:data:`MESSAGE_REASONS`). A wrong verdict names the calls predicted wrongly, and which
-    of them have only the reason wrong, never the right outcome: the hint points at what
-    decides the first of them (:data:`CALL_HINTS`). A message this checker does not know
-    (another TensorFlow version) is compared by its type only, and the verdict says so."""
+    """``predict_failures() -> {call: None or (exception type, reason)}`` for :func:`script`,
+    against a fresh TensorFlow process (:func:`measure`, :data:`MESSAGE_REASONS`); a wrong
+    verdict names the calls predicted wrongly (and those with only the reason wrong), never
+    their outcome. A message this checker does not know is compared by its type only."""
     predicted = _predictions(call(answer))
     measured = measure()
-    unknown = []
-    wrong, reason_only = [], []
+    unknown, wrong, reason_only = [], [], []
     for number in CALLS:
-        outcome = measured[number]
-        if outcome is None:
-            expected = None
-        else:
-            reason = reason_of(outcome[1])
-            if reason is None:
-                unknown.append(number)
-            expected = (outcome[0], reason)
-        got = predicted[number]
-        if expected is not None and expected[1] is None and got is not None:
-            got = (got[0], None)  # a message this checker does not know: the type only
+        outcome, got = measured[number], predicted[number]
+        expected = outcome and (outcome[0], reason_of(outcome[1]))
+        if expected and expected[1] is None:
+            unknown.append(number)
+            got = got and (got[0], None)  # a message this checker does not know: the type only
         if got != expected:
             wrong.append(number)
-            if got is not None and expected is not None and got[0] == expected[0]:
+            if got and expected and got[0] == expected[0]:
                 reason_only.append(number)
     if wrong:
-        # Which predictions are wrong, never what the right ones are: the learner works
-        # them out from the hint, and checks again.
-        detail = (
-            f"{len(wrong)} of {len(CALLS)} predictions are wrong: "
-            f"call{'s' if len(wrong) > 1 else ''} {listed(wrong)}"
-        )
+        detail = f"{len(wrong)} of {len(CALLS)} predictions are wrong: "
+        detail += f"{plural(len(wrong), 'call')} {listed(wrong)}"
         if reason_only:
             detail += (
-                f" (for call{'s' if len(reason_only) > 1 else ''} {listed(reason_only)} the "
+                f" (for {plural(len(reason_only), 'call')} {listed(reason_only)} the "
                 "exception type is right, the reason is not)"
             )
         raise Wrong(detail, "start with " + CALL_HINTS[wrong[0]])
     raised = [n for n in CALLS if measured[n] is not None]
     note = f"all {len(CALLS)} predictions match a fresh TensorFlow process"
     if raised:
-        note += (
-            f": call{'s' if len(raised) > 1 else ''} {listed(raised)} raised, the others did not"
-        )
+        note += f": {plural(len(raised), 'call')} {listed(raised)} raised, the others did not"
     if unknown:
         note += (
             f" (TensorFlow's message for call(s) {', '.join(map(str, unknown))} is new to "
@@ -596,29 +500,18 @@ def task3(answer: Any) -> str:
     return note
 
 
-# --------------------------------------------------------------------------- task 4
-
-#: Task 4: the machine the layouts are for: this many devices, each with this many bytes.
+#: Task 4: the machine (this many devices of this many bytes); what training keeps per
+#: parameter, each as large as the weights (the weight, its gradient and Adam's two slots:
+#: notebook 05 measured the rule); the networks to place (``layer_sizes``), by name.
 PLAN_DEVICES = 4
 BUDGET = 1_500_000
-#: Task 4: what training keeps per parameter, each as large as the weights (float32): the
-#: weight, its gradient and Adam's two slots (notebook 05 measured the rule).
 TRAINING_COPIES = 4
-#: Task 4: the networks to place (``layer_sizes`` as in task 2), by name.
 NETWORKS = {
     "A": (64, 256, 256, 256, 10),  # notebook 04's network
     "B": (100, 200, 200, 200, 200, 200, 2),
     "C": (512, 1024, 10),
     "D": (256, 256, 256, 256, 256, 256),
 }
-
-
-def _layer_bytes(layer_sizes: Sequence[int], build_on: str) -> list[int]:
-    """The training bytes of each layer: the bytes of the variables TensorFlow creates for
-    it (built on ``build_on``), times :data:`TRAINING_COPIES`."""
-    names = [f"/device:GPU:{i}" for i in range(len(layer_sizes) - 1)]
-    measured = _measured_bytes(layer_sizes, names, build_on)
-    return [TRAINING_COPIES * measured[short_device(n)] for n in names]
 
 
 def _shares(per_layer: Sequence[int], layout: Sequence[int]) -> dict[int, int]:
@@ -629,9 +522,8 @@ def _shares(per_layer: Sequence[int], layout: Sequence[int]) -> dict[int, int]:
 
 
 def fewest_devices(per_layer: Sequence[int], budget: int = BUDGET) -> int | None:
-    """The fewest devices a contiguous cut of layers with ``per_layer`` bytes needs so that no
-    device holds more than ``budget`` (greedy: fill each device before the next), or None
-    when a single layer is over the budget."""
+    """The fewest devices a contiguous cut of layers of ``per_layer`` bytes needs, none over
+    ``budget`` (greedy), or None when a single layer is over the budget."""
     if any(size > budget for size in per_layer):
         return None
     devices, held = 1, 0
@@ -651,15 +543,13 @@ def _layout_of(network: str, value: Any, num_layers: int) -> list[int] | None:
             f"layer, got {short(value)}",
             "e.g. [0, 0, 1] puts the first two layers on device 0 and the third on device 1",
         )
-    layout = []
-    for item in value:
-        number = item.item() if isinstance(item, np.generic) else item
-        if isinstance(number, bool) or not isinstance(number, int):
+    layout = [item.item() if isinstance(item, np.generic) else item for item in value]
+    for item in layout:
+        if isinstance(item, bool) or not isinstance(item, int):
             raise Wrong(
                 f"for network {network}: device numbers are whole numbers, got {short(item)}",
                 f"number the devices 0 to {PLAN_DEVICES - 1}",
             )
-        layout.append(number)
     if len(layout) != num_layers:
         raise Wrong(
             f"for network {network}: expected one device number per layer ({num_layers} "
@@ -670,46 +560,42 @@ def _layout_of(network: str, value: Any, num_layers: int) -> list[int] | None:
     return layout
 
 
-def _check_layout(network: str, layout: list[int], per_layer: list[int], need: int | None):
-    outside = [d for d in layout if not 0 <= d < PLAN_DEVICES]
-    if outside:
-        raise Wrong(
-            f"for network {network}: there is no device {outside[0]}: the machine has "
-            f"{PLAN_DEVICES}, numbered 0 to {PLAN_DEVICES - 1}",
-            "if every device is full, no layout fits: say so with None",
-        )
-    steps = [b - a for a, b in zip(layout[:-1], layout[1:], strict=True)]
-    if layout[0] != 0 or any(step not in (0, 1) for step in steps):
-        raise Wrong(
-            f"for network {network}: {layout} is not a pipeline of contiguous stages",
-            "the stages follow the layers in order: the first layers on device 0, the next "
-            "ones on device 1, and so on, without going back or skipping a device",
-        )
-    shares = _shares(per_layer, layout)
-    over = {d: b for d, b in shares.items() if b > BUDGET}
-    if over:
-        device, held = next(iter(over.items()))
-        weights = [b // TRAINING_COPIES for b in per_layer]
-        hint = (
-            "a device's share is the training bytes of every layer on it, and no device "
-            "holds more than the budget"
-        )
-        if len(shares) == fewest_devices(weights):  # the best layout for the weights alone
-            hint = (
-                "that layout fits the weights alone; training also keeps each parameter's "
-                f"gradient and Adam's two slots: {TRAINING_COPIES * 4} bytes per parameter"
-            )
-        raise Wrong(
-            f"for network {network}: device {device} would hold {held:,} bytes, over the "
-            f"budget of {BUDGET:,}",
-            hint,
-        )
-    used = len(shares)
-    if need is not None and used > need:
-        raise Wrong(
-            f"network {network} fits on your {used} devices, but fewer devices are enough",
-            "look at how much of the budget each of your devices leaves unused",
-        )
+_OVER = "for network {network}: device {over[0]} would hold {over[1]:,} bytes, over the budget"
+#: Task 4: what is wrong with a layout, over the facts of :func:`task4`.
+TASK4_MISTAKES = (
+    Mistake(
+        lambda outside, **_: bool(outside),
+        "for network {network}: there is no device {outside[0]}: the machine has "
+        f"{PLAN_DEVICES}, numbered 0 to {PLAN_DEVICES - 1}",
+        "if every device is full, no layout fits: say so with None",
+    ),
+    Mistake(
+        lambda layout, **_: (
+            layout[0] != 0
+            or any(b - a not in (0, 1) for a, b in zip(layout[:-1], layout[1:], strict=True))
+        ),
+        "for network {network}: {layout} is not a pipeline of contiguous stages",
+        "the stages follow the layers in order: the first layers on device 0, the next "
+        "ones on device 1, and so on, without going back or skipping a device",
+    ),
+    Mistake(
+        lambda over, weights_fit, **_: bool(over) and weights_fit,
+        _OVER + f" of {BUDGET:,}",
+        "that layout fits the weights alone; training also keeps each parameter's "
+        f"gradient and Adam's two slots: {TRAINING_COPIES * _BYTES} bytes per parameter",
+    ),
+    Mistake(
+        lambda over, **_: bool(over),
+        _OVER + f" of {BUDGET:,}",
+        "a device's share is the training bytes of every layer on it, and no device "
+        "holds more than the budget",
+    ),
+    Mistake(
+        lambda used, need, **_: need is not None and used > need,
+        "network {network} fits on your {used} devices, but fewer devices are enough",
+        "look at how much of the budget each of your devices leaves unused",
+    ),
+)
 
 
 @task(LAB, 4, references=("dtf.checks.lab03.fewest_devices",))
@@ -729,9 +615,10 @@ def task4(answer: Any, setup: Any) -> str:
     build_on = device_names(setup)[0]
     notes = []
     for network, sizes in NETWORKS.items():
-        num_layers = len(sizes) - 1
-        layout = _layout_of(network, got[network], num_layers)
-        per_layer = _layer_bytes(sizes, build_on)
+        layout = _layout_of(network, got[network], len(sizes) - 1)
+        gpus = [f"/device:GPU:{i}" for i in range(len(sizes) - 1)]
+        measured = _measured_bytes(sizes, gpus, build_on)
+        per_layer = [TRAINING_COPIES * measured[short_device(n)] for n in gpus]
         need = fewest_devices(per_layer)
         fits = need is not None and need <= PLAN_DEVICES
         if layout is None:
@@ -741,19 +628,25 @@ def task4(answer: Any, setup: Any) -> str:
                     "some layout fits the budget",
                     "compare each layer's training bytes, and the layers' sums, with the budget",
                 )
-            largest = max(per_layer)
-            why = (
-                f"a layer alone needs {largest:,} bytes"
-                if need is None
-                else f"it needs {need} devices"
-            )
+            why = f"it needs {need} devices"
+            if need is None:
+                why = f"a layer alone needs {max(per_layer):,} bytes"
             notes.append(f"{network} fits nowhere ({why})")
             continue
-        _check_layout(network, layout, per_layer, need if fits else None)
         shares = _shares(per_layer, layout)
+        weights = [b // TRAINING_COPIES for b in per_layer]
+        diagnose(
+            TASK4_MISTAKES,
+            network=network,
+            layout=layout,
+            outside=[d for d in layout if not 0 <= d < PLAN_DEVICES],
+            over=next(((d, b) for d, b in shares.items() if b > BUDGET), ()),
+            weights_fit=len(shares) == fewest_devices(weights),
+            used=len(shares),
+            need=need if fits else None,
+        )
         notes.append(f"{network} on {len(shares)} ({max(shares.values()):,} bytes at most)")
-    per_parameter = TRAINING_COPIES * _BYTES
     return (
-        f"every decision holds at {per_parameter} bytes per parameter of the variables "
-        f"TensorFlow creates, within {BUDGET:,} bytes per device: " + "; ".join(notes)
+        f"every decision holds at {TRAINING_COPIES * _BYTES} bytes per parameter of the "
+        f"variables TensorFlow creates, within {BUDGET:,} bytes per device: " + "; ".join(notes)
     )

@@ -1,34 +1,30 @@
 """Checkers of Lab 05 · The mirrored training step (``labs/05_mirrored_step_lab.ipynb``).
 
-1. :func:`task1`: the distributed dataset of full global batches, in order;
-2. :func:`task2`: one replica's loss, scaled by the *global* batch;
-3. :func:`task3`: the model and the optimizer created, and the optimizer built, in the scope;
-4. :func:`task4`: the distributed step, compared with single-device steps;
-5. :func:`task5` (optional): one epoch with the learner's pieces, compared the same way;
-6. :func:`task6`: the auto-shard policy of several layouts, judged by the rules notebooks
-   11d and 11e measured (:func:`policy_outcome`);
-7. :func:`task7`: the bottleneck of a slow step and its share, read from its trace, and from
-   a second trace the checker captures.
-
-The checkers use the lab's strategy and never create one: a second ``MirroredStrategy`` in
-the same process makes the collective all-reduce of both fail with a "shape mismatch"
-(tensorflow#62790, measured with TensorFlow 2.21).
+Tasks: 1 the distributed dataset, 2 a replica's loss, 3 model and optimizer in the scope,
+4 the distributed step and 5 (optional) one epoch, both compared with single-device training,
+6 auto-shard policies (:func:`policy_outcome`), 7 a trace's bottleneck. The checkers use the
+lab's strategy and never create one: a second ``MirroredStrategy`` in the process breaks the
+all-reduce of both ("shape mismatch", tensorflow#62790, TensorFlow 2.21).
 """
 
 from __future__ import annotations
 
 import re
+import tempfile
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from dtf._util import whole_number
+from dtf.checks._shared import expect_weights, numbered_labels, pair, plural
 from dtf.checks.core import (
+    Mistake,
     Wrong,
     as_array,
     call,
     call_function,
+    diagnose,
     expect_close,
     expect_kind,
     expected_got,
@@ -47,43 +43,31 @@ LEARNING_RATE = 0.1
 MOMENTUM = 0.9
 #: Tasks 4 and 5: tolerance of the comparison with single-device training.
 ATOL = 1e-5
-
 #: Task 1: the per-replica batches the learner's function is called with.
 TASK1_PER_REPLICA = (3, 2)
-#: Task 2: how a global batch is split among the replicas (as experimental_distribute_dataset
-#: splits batches of 12, 10 and 3 over 4 replicas, and 5 over one): equal shards, the
-#: smaller last batch, a batch smaller than the number of replicas (an empty shard).
+#: Task 2: global batches split among replicas as experimental_distribute_dataset splits
+#: 12, 10 and 3 over 4 replicas, and 5 over one (the last one with an empty shard).
 SHARD_CASES = ((3, 3, 3, 3), (3, 3, 2, 2), (1, 1, 1, 0), (5,))
 #: Task 4: examples per replica and steps of the comparison.
 TASK4_PER_REPLICA = 8
 STEPS = 3
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def make_model():
-    """The lab's network: 64 inputs, ``Dense(32, relu)``, ``Dense(10)`` (logits).
-
-    Its initializers are seeded, so every call gives the same initial weights, and it has an
-    ``Input``, so it is built, and its variables created, where it is created: inside
-    ``strategy.scope()`` that makes them mirrored variables."""
-    return _network()
-
-
-def _network(probe: Any = None):
+def make_model(probe: Any = None):
+    """The lab's network: 64 inputs, ``Dense(32, relu)``, ``Dense(10)`` (logits), with seeded
+    initializers (the same weights every call) and an ``Input``, so its variables are created
+    where it is created (mirrored inside ``strategy.scope()``). ``probe``: a layer put first."""
     import keras
 
-    layers = [keras.Input((FEATURES,))]
-    if probe is not None:
-        layers.append(probe)
-    layers += [
-        keras.layers.Dense(
-            HIDDEN, activation="relu", kernel_initializer=keras.initializers.GlorotUniform(seed=1)
-        ),
-        keras.layers.Dense(CLASSES, kernel_initializer=keras.initializers.GlorotUniform(seed=2)),
-    ]
-    return keras.Sequential(layers)
+    glorot = keras.initializers.GlorotUniform
+    return keras.Sequential(
+        [keras.Input((FEATURES,))]
+        + ([probe] if probe is not None else [])
+        + [
+            keras.layers.Dense(HIDDEN, activation="relu", kernel_initializer=glorot(seed=1)),
+            keras.layers.Dense(CLASSES, kernel_initializer=glorot(seed=2)),
+        ]
+    )
 
 
 def _optimizer(learning_rate: float = LEARNING_RATE):
@@ -104,27 +88,16 @@ def _on_replicas(n: int) -> str:
     return "on the only replica" if n == 1 else f"on each of the {n} replicas"
 
 
-def _count(n: int) -> str:
-    """``"1 replica"``, ``"4 replicas"``."""
-    return f"{n} replica{'' if n == 1 else 's'}"
-
-
 def _sizes(sizes: Sequence[int]) -> str:
     return ", ".join(str(s) for s in sizes)
 
 
-def _per_example_losses(labels, logits) -> np.ndarray:
-    import tensorflow as tf
-
-    return tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits).numpy()
-
-
 def _created_in_scope(strategy: Any, variable: Any) -> bool:
-    """Whether ``variable`` (a Keras or TensorFlow variable) was created in ``strategy``'s
-    scope, i.e. is a distributed (mirrored) variable of that strategy."""
-    value = getattr(variable, "value", variable)
+    """Whether ``variable`` is a distributed (mirrored) variable of ``strategy``."""
     try:
-        return bool(strategy.extended.variable_created_in_scope(value))
+        return bool(
+            strategy.extended.variable_created_in_scope(getattr(variable, "value", variable))
+        )
     except Exception:  # not a TensorFlow variable at all
         return False
 
@@ -139,10 +112,15 @@ def _variable_label(model: Any, variable: Any) -> str:
     return f"the variable {getattr(variable, 'path', getattr(variable, 'name', '?'))}"
 
 
+def _global_batches(x, y, global_batch: int):
+    import tensorflow as tf
+
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch, drop_remainder=True)
+
+
 def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE):
-    """Train a copy of the network from ``initial`` weights on ``batches`` (global batches
-    ``(x, y)``) on one device, with the mean loss of each global batch: returns the loss of
-    each step and the final weights."""
+    """The reference: the network trained from ``initial`` on ``batches`` on one device, with
+    each global batch's mean loss; ``(losses, final weights)``."""
     import tensorflow as tf
 
     model = make_model()
@@ -161,22 +139,14 @@ def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
-    losses = [float(step(x, y)) for x, y in batches]
-    return losses, model.get_weights()
-
-
-def _global_batches(x, y, global_batch: int):
-    import tensorflow as tf
-
-    data = tf.data.Dataset.from_tensor_slices((x, y))
-    return data.batch(global_batch, drop_remainder=True)
+    return [float(step(x, y)) for x, y in batches], model.get_weights()
 
 
 def _close(a, b, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
     try:
+        pairs = zip(a, b, strict=True)
         return all(
-            np.shape(u) == np.shape(v) and np.allclose(u, v, atol=atol, rtol=rtol)
-            for u, v in zip(a, b, strict=True)
+            np.shape(u) == np.shape(v) and np.allclose(u, v, rtol=rtol, atol=atol) for u, v in pairs
         )
     except (TypeError, ValueError):
         return False
@@ -185,11 +155,16 @@ def _close(a, b, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
 # --------------------------------------------------------------------------- task 1
 
 
-def _not_distributed(got: Any, what: str) -> None:
+def _shards(strategy: Any, got: Any, n: int, limit: int, what: str) -> list[list[np.ndarray]]:
+    """Up to ``limit`` batches of the distributed dataset ``got``: each replica's example
+    numbers."""
     import tensorflow as tf
 
-    if isinstance(got, tf.distribute.DistributedDataset):
-        return
+    if isinstance(got, tf.distribute.DistributedIterator):
+        raise Wrong(
+            f"for {what}: you returned an iterator over the distributed dataset",
+            "the checker iterates over the distributed dataset itself, not over an iterator",
+        )
     if isinstance(got, tf.data.Dataset):
         raise Wrong(
             f"for {what}: you returned a tf.data.Dataset, not a distributed one: given to "
@@ -198,117 +173,80 @@ def _not_distributed(got: Any, what: str) -> None:
             "the task asks for a distributed dataset: the strategy makes one from a dataset, "
             "and splits each global batch of it into one shard per replica",
         )
-    if isinstance(got, tf.distribute.DistributedIterator):
-        raise Wrong(
-            f"for {what}: you returned an iterator over the distributed dataset",
-            "the checker iterates over the distributed dataset itself, not over an iterator",
-        )
-    raise Wrong(f"for {what}: expected a distributed dataset, got {short(got)}")
-
-
-def _read_batches(strategy: Any, got: Any, n: int, limit: int, what: str) -> list:
-    """Up to ``limit`` batches of ``got``: for each, the example numbers each replica got."""
+    if not isinstance(got, tf.distribute.DistributedDataset):
+        raise Wrong(f"for {what}: expected a distributed dataset, got {short(got)}")
+    together = (
+        "keep x and y together in one dataset, and batch that dataset, not x and y separately"
+    )
     batches = []
     for element in got:
         if len(batches) == limit:
             break
-        if not isinstance(element, (tuple, list)) or len(element) != 2:
+        local = [strategy.experimental_local_results(t) for t in pair(element, what)]
+        if len(local[0]) != n:
             raise Wrong(
-                f"for {what}: each element must be a pair (x, y), got {short(element)}",
-                "each element of the dataset is a pair: the examples, then their labels",
-            )
-        xs = [as_array(t) for t in strategy.experimental_local_results(element[0])]
-        ys = [as_array(t) for t in strategy.experimental_local_results(element[1])]
-        if len(xs) != n or len(ys) != n:
-            raise Wrong(
-                f"for {what}: expected one shard per replica ({n}), got {len(xs)}",
+                f"for {what}: expected one shard per replica ({n}), got {len(local[0])}",
                 "distribute the dataset with the strategy the function receives",
             )
-        shards = []
-        for x_r, y_r in zip(xs, ys, strict=True):
-            if x_r.ndim != 2 or x_r.shape[1:] != (2,) or y_r.shape != (x_r.shape[0],):
-                raise Wrong(
-                    f"for {what}: expected x shards of shape (examples, 2) and y shards of "
-                    f"shape (examples,), got {x_r.shape} and {y_r.shape}",
-                    "batch the (x, y) pairs as they are: no reshaping",
-                )
-            if not np.array_equal(x_r[:, 0].astype(np.int64), y_r):
-                raise Wrong(
-                    f"for {what}: the labels no longer belong to their examples",
-                    "keep x and y together in one dataset, and batch that dataset, not x and y "
-                    "separately",
-                )
-            shards.append(y_r)
-        batches.append(shards)
+        batches.append([numbered_labels(xy, what, together) for xy in zip(*local, strict=True)])
     return batches
 
 
-def _check_batches(batches: list, per: int, n: int, size: int, what: str) -> None:
-    g = per * n
-    full = size // g
-    sizes = [[len(shard) for shard in batch] for batch in batches]
-    if not batches:
-        raise Wrong(f"for {what}: the dataset is empty", "batch (x, y); do not filter it")
-    if n > 1 and sum(sizes[0]) == per:
-        raise Wrong(
-            f"for {what}: each global batch holds {per} examples, which the {n} replicas "
-            f"share as {_sizes(sizes[0])}: that is a batch of per_replica_batch examples",
-            "per_replica_batch is what each replica gets: the strategy splits each batch of "
-            "your dataset among the replicas",
-        )
-    seen = np.concatenate([shard for batch in batches for shard in batch])
-    if len(np.unique(seen)) != len(seen) or len(batches) > full + 1:
-        raise Wrong(
-            f"for {what}: expected {full} global batches of {g}, got more, with examples "
-            "seen twice",
-            "one pass over the data: every example once",
-        )
-    if (
-        len(batches) == full + 1
-        and sizes[-1] != [per] * n
-        and all(s == [per] * n for s in sizes[:-1])
-    ):
-        last = sizes[-1]
-        empty = " (some get an empty batch)" if 0 in last else ""
-        raise Wrong(
-            f"for {what}: the last global batch holds only {sum(last)} examples, and the "
-            f"replicas get {_sizes(last)} of them{empty}: unequal shards, a loss that must "
-            "be divided by another global batch size, and a new input shape for the "
-            "tf.function to trace",
-            "the task asks for full global batches only: batch() can leave the smaller last "
-            "one out",
-        )
-    for i, s in enumerate(sizes):
-        if s != [per] * n:
-            raise Wrong(
-                expected_got(
-                    _sizes([per] * n), _sizes(s), f"the examples per replica in batch {i} of {what}"
-                ),
-                f"every step is one full global batch of {g} examples, split equally among "
-                "the replicas",
-            )
-    if len(batches) != full:
-        raise Wrong(
-            expected_got(full, len(batches), f"the number of global batches of {g} for {what}"),
-            "one pass over all of (x, y), in full global batches",
-        )
-    if not np.array_equal(seen, np.arange(len(seen))):
-        raise Wrong(
-            f"for {what}: the replicas got the examples in another order than (x, y) holds "
-            "them: the task asks for them in order, so that tasks 4 and 5 can compare with "
-            "one device on the same batches",
-            "something between the arrays and the batches reorders the examples: no shuffle here",
-        )
+#: Task 1: the known wrong datasets, over the facts of :func:`task1` (``sizes``: the examples
+#: per replica of each batch read; ``even``: those of a full global batch).
+TASK1_MISTAKES = (
+    Mistake(
+        lambda sizes, **_: not sizes,
+        "for {what}: the dataset is empty",
+        "batch (x, y); do not filter it",
+    ),
+    Mistake(
+        lambda sizes, per, n, **_: n > 1 and sum(sizes[0]) == per,
+        "for {what}: each global batch holds {per} examples, which the {n} replicas share as "
+        "{first}: that is a batch of per_replica_batch examples",
+        "per_replica_batch is what each replica gets: the strategy splits each batch of your "
+        "dataset among the replicas",
+    ),
+    Mistake(
+        lambda ids, sizes, full, **_: len(np.unique(ids)) != len(ids) or len(sizes) > full + 1,
+        "for {what}: expected {full} global batches of {g}, got more, with examples seen twice",
+        "one pass over the data: every example once",
+    ),
+    Mistake(
+        lambda sizes, full, even, **_: (
+            len(sizes) == full + 1 and sizes[-1] != even and all(s == even for s in sizes[:-1])
+        ),
+        "for {what}: the last global batch holds only {last_total} examples, and the replicas "
+        "get {last} of them{empty}: unequal shards, a loss that must be divided by another "
+        "global batch size, and a new input shape for the tf.function to trace",
+        "the task asks for full global batches only: batch() can leave the smaller last one out",
+    ),
+    Mistake(
+        lambda uneven, **_: uneven is not None,
+        "for the examples per replica in batch {uneven} of {what}: expected {shown_even}, "
+        "got {shown_uneven}",
+        "every step is one full global batch of {g} examples, split equally among the replicas",
+    ),
+    Mistake(
+        lambda sizes, full, **_: len(sizes) != full,
+        "for the number of global batches of {g} for {what}: expected {full}, got {count}",
+        "one pass over all of (x, y), in full global batches",
+    ),
+    Mistake(
+        lambda **_: True,
+        "for {what}: the replicas got the examples in another order than (x, y) holds them: "
+        "the task asks for them in order, so that tasks 4 and 5 can compare with one device "
+        "on the same batches",
+        "something between the arrays and the batches reorders the examples: no shuffle here",
+    ),
+)
 
 
 @task(LAB, 1)
 def task1(answer: Any, strategy: Any) -> str:
-    """``distribute(x, y, strategy, per_replica_batch) -> distributed dataset``: global
-    batches of ``per_replica_batch * num_replicas_in_sync`` examples, the smaller last batch
-    dropped, distributed with ``strategy.experimental_distribute_dataset``. Called for two
-    per-replica batches with data of two full global batches and a half one; every example
-    carries its number, so the checker sees what each replica receives: the examples in
-    order, each once (no shuffling, no repeating)."""
+    """``distribute(x, y, strategy, per_replica_batch)``: full global batches, in order,
+    distributed by the strategy. Called on numbered examples (two global batches and a half)
+    for two per-replica batches; compared with the shards the task's dataset gives."""
     n = _replicas(strategy)
     shapes = []
     for per in TASK1_PER_REPLICA:
@@ -317,9 +255,22 @@ def task1(answer: Any, strategy: Any) -> str:
         x, y = numbered(size)
         what = f"{size} examples and per_replica_batch={per}"
         got = call_function(answer, x, y, strategy, per)
-        _not_distributed(got, what)
-        batches = _read_batches(strategy, got, n, limit=size // g + 2, what=what)
-        _check_batches(batches, per, n, size, what)
+        batches = _shards(strategy, got, n, size // g + 2, what)
+        want = [np.arange(b * g, (b + 1) * g).reshape(n, per) for b in range(size // g)]
+        if not (len(batches) == len(want) and all(map(_close, want, batches))):
+            sizes = [[len(shard) for shard in batch] for batch in batches]
+            even = [per] * n
+            last = sizes[-1] if sizes else []
+            uneven = next((i for i, s in enumerate(sizes) if s != even), None)
+            diagnose(
+                TASK1_MISTAKES,
+                what=what, per=per, n=n, g=g, full=size // g, sizes=sizes, even=even,
+                ids=np.concatenate([s for b in batches for s in b]) if batches else [],
+                first=_sizes(sizes[0]) if sizes else "", last=_sizes(last),
+                last_total=sum(last), empty=" (some get an empty batch)" if 0 in last else "",
+                uneven=uneven, shown_even=repr(_sizes(even)), count=len(sizes),
+                shown_uneven=repr(_sizes(sizes[uneven])) if uneven is not None else "",
+            )  # fmt: skip
         shapes.append(f"{g} = {per} × {n}")
     return (
         f"global batches of {' and '.join(shapes)} examples reached the replicas as equal "
@@ -329,90 +280,103 @@ def task1(answer: Any, strategy: Any) -> str:
 
 # --------------------------------------------------------------------------- task 2
 
-
-def _shard_case(sizes: Sequence[int], seed: int):
-    rng = np.random.default_rng(seed)
-    total = sum(sizes)
-    logits = rng.normal(scale=2.0, size=(total, CLASSES)).astype(np.float32)
-    labels = rng.integers(0, CLASSES, size=total).astype(np.int64)
-    return labels, logits
+_SHARE = (
+    "a replica's share is the sum of its per-example losses divided by the global batch size "
+    "(the text of Task 2 names TensorFlow's function for it)"
+)
 
 
-def _probabilities_loss(labels: np.ndarray, logits: np.ndarray) -> np.ndarray:
-    """The per-example losses Keras computes when logits are taken for probabilities."""
-    import keras
-
-    return as_array(keras.losses.sparse_categorical_crossentropy(labels, logits))
+def _near(a: float, b: float, atol: float = 1e-5) -> bool:
+    return bool(np.isclose(a, b, atol=atol, rtol=0))
 
 
-def _task2_wrong(value: float, shard: np.ndarray, probs: np.ndarray, sizes, what: str):
-    total, n = sum(sizes), len(sizes)
-    expected = shard.sum() / total if len(shard) else 0.0
-    shown = f"for {what}: expected {expected:.6g}, got {value:.6g}"
-    compute = (
-        "a replica's share is the sum of its per-example losses divided by the global batch "
-        "size (the text of Task 2 names TensorFlow's function for it)"
-    )
-    if len(shard) and np.isclose(value, shard.mean(), atol=1e-5):
-        raise Wrong(
-            f"{shown}: that is the mean over this replica's {len(shard)} examples only "
-            f"(tf.reduce_mean, or compute_average_loss without global_batch_size). Summed "
-            f"over the {n} replicas it is {n} times the mean loss of the global batch, and so "
-            f"are the gradients the all-reduce adds up",
-            compute,
-        )
-    if not len(shard) and not np.isfinite(value):
-        raise Wrong(
-            f"{shown}: a replica whose shard is empty (a global batch smaller than the "
-            "number of replicas) got NaN, the mean of no numbers, which would spoil every "
-            "weight at the all-reduce; an empty shard must give a scalar 0",
-            compute + ", which gives 0 for an empty shard",
-        )
-    if len(shard) and np.isclose(value, shard.mean() / n, atol=1e-5):
-        raise Wrong(
-            f"{shown}: that is the replica's mean divided by the number of replicas, right "
-            f"only when every replica has as many examples; here they have {_sizes(sizes)}",
-            compute,
-        )
-    if len(shard) and np.isclose(value, shard.sum(), atol=1e-4):
-        raise Wrong(f"{shown}: that is the sum of the losses", compute)
-    if len(shard) and np.isclose(value, probs.sum() / total, atol=1e-5):
-        raise Wrong(
-            f"{shown}: the logits were taken for probabilities",
-            "the model returns logits, not probabilities: tell the loss so",
-        )
-    raise Wrong(
-        shown,
+#: Task 2: the known wrong shares, over the facts of :func:`task2` (``shard``: the replica's
+#: per-example losses, ``probs``: those of logits taken for probabilities).
+TASK2_MISTAKES = (
+    Mistake(
+        lambda value, shard, **_: len(shard) > 0 and _near(value, shard.mean()),
+        "{shown}: that is the mean over this replica's {size} examples only (tf.reduce_mean, "
+        "or compute_average_loss without global_batch_size). Summed over the {n} replicas it "
+        "is {n} times the mean loss of the global batch, and so are the gradients the "
+        "all-reduce adds up",
+        _SHARE,
+    ),
+    Mistake(
+        lambda value, shard, **_: len(shard) == 0 and not np.isfinite(value),
+        "{shown}: a replica whose shard is empty (a global batch smaller than the number of "
+        "replicas) got NaN, the mean of no numbers, which would spoil every weight at the "
+        "all-reduce; an empty shard must give a scalar 0",
+        _SHARE + ", which gives 0 for an empty shard",
+    ),
+    Mistake(
+        lambda value, shard, n, **_: len(shard) > 0 and _near(value, shard.mean() / n),
+        "{shown}: that is the replica's mean divided by the number of replicas, right only "
+        "when every replica has as many examples; here they have {shards}",
+        _SHARE,
+    ),
+    Mistake(
+        lambda value, shard, **_: len(shard) > 0 and _near(value, shard.sum(), 1e-4),
+        "{shown}: that is the sum of the losses",
+        _SHARE,
+    ),
+    Mistake(
+        lambda value, shard, probs, total, **_: (
+            len(shard) > 0 and _near(value, probs.sum() / total)
+        ),
+        "{shown}: the logits were taken for probabilities",
+        "the model returns logits, not probabilities: tell the loss so",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{shown}",
         "the per-example losses are the cross-entropies of the class numbers and the logits; "
-        + compute,
-    )
+        + _SHARE,
+    ),
+)
 
 
-def _empty_shard_wrong(got: Any, what: str) -> None:
-    """Wrong for an empty shard's answer that is not one number (issue 18)."""
-    shape = getattr(got, "shape", None)
-    shown = f"a tensor of shape {tuple(shape)}" if shape is not None else short(got)
-    raise Wrong(
-        f"for {what}: expected a scalar 0, got {shown}",
-        "a replica whose shard is empty adds nothing to the mean loss, yet it still takes "
-        "part in the step and the all-reduce: its share must be one number, 0, the same "
-        "shape as every other replica's (a sum over no examples is 0)",
-    )
+def _scalar(got: Any, size: int, what: str) -> float:
+    """The learner's share as one number; an empty shard's must be a scalar (issue 18)."""
+    try:
+        value = None if got is None or isinstance(got, (str, bytes)) else as_array(got)
+        value = None if value is None else value.astype(np.float64)
+    except (TypeError, ValueError):
+        value = None
+    if size == 0 and (value is None or value.shape != ()):
+        shape = getattr(got, "shape", None)
+        raise Wrong(
+            f"for {what}: expected a scalar 0, got "
+            + (f"a tensor of shape {tuple(shape)}" if shape is not None else short(got)),
+            "a replica whose shard is empty adds nothing to the mean loss, yet it still takes "
+            "part in the step and the all-reduce: its share must be one number, 0, the same "
+            "shape as every other replica's (a sum over no examples is 0)",
+        )
+    if value is None:
+        raise Wrong(f"for {what}: expected one number, got {short(got)}")
+    if value.shape != ():
+        raise Wrong(
+            f"for {what}: expected one number, got shape {value.shape}",
+            "a replica's share of the loss is one number, however many examples it has",
+        )
+    return float(value)
 
 
 @task(LAB, 2)
 def task2(answer: Any) -> str:
-    """``replica_loss(labels, logits, global_batch_size) -> scalar``: the sum of the
-    shard's per-example cross-entropies divided by the global batch. Called on each shard of
-    global batches split as :data:`SHARD_CASES`; the shards' losses must add up to the mean
-    loss of the global batch, and an empty shard must give 0."""
+    """``replica_loss(labels, logits, global_batch_size)``: the shard's summed cross-entropies
+    over the global batch, called on each shard of :data:`SHARD_CASES`; the shares must add up
+    to the global batch's mean loss, and an empty shard must give 0."""
+    import keras
     import tensorflow as tf
 
     for case, sizes in enumerate(SHARD_CASES):
-        labels, logits = _shard_case(sizes, seed=case)
-        losses = _per_example_losses(labels, logits)
-        probs = _probabilities_loss(labels, logits)
-        total, start, values = sum(sizes), 0, []
+        rng = np.random.default_rng(case)
+        total = sum(sizes)
+        logits = rng.normal(scale=2.0, size=(total, CLASSES)).astype(np.float32)
+        labels = rng.integers(0, CLASSES, size=total).astype(np.int64)
+        losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits).numpy()
+        probs = as_array(keras.losses.sparse_categorical_crossentropy(labels, logits))
+        start, values = 0, []
         for r, size in enumerate(sizes):
             stop = start + size
             what = (
@@ -422,25 +386,17 @@ def task2(answer: Any) -> str:
             got = call_function(
                 answer, tf.constant(labels[start:stop]), tf.constant(logits[start:stop]), total
             )
-            if size == 0 and (got is None or isinstance(got, (str, bytes))):
-                _empty_shard_wrong(got, what)
-            try:
-                value = as_array(got).astype(np.float64)
-            except (TypeError, ValueError):
-                if size == 0:
-                    _empty_shard_wrong(got, what)
-                raise Wrong(f"for {what}: expected one number, got {short(got)}") from None
-            if size == 0 and value.shape != ():
-                _empty_shard_wrong(got, what)
-            if value.shape != ():
-                raise Wrong(
-                    f"for {what}: expected one number, got shape {value.shape}",
-                    "a replica's share of the loss is one number, however many examples it has",
-                )
-            expected = losses[start:stop].sum() / total
-            if not np.isclose(float(value), expected, atol=1e-5, rtol=0):
-                _task2_wrong(float(value), losses[start:stop], probs[start:stop], sizes, what)
-            values.append(float(value))
+            value = _scalar(got, size, what)
+            shard = losses[start:stop]
+            expected = shard.sum() / total if size else 0.0
+            if not _near(value, expected):
+                diagnose(
+                    TASK2_MISTAKES,
+                    shown=f"for {what}: expected {expected:.6g}, got {value:.6g}",
+                    value=value, shard=shard, probs=probs[start:stop], total=total,
+                    n=len(sizes), size=size, shards=_sizes(sizes),
+                )  # fmt: skip
+            values.append(value)
             start = stop
         expect_close(losses.mean(), sum(values), what=f"the sum over shards of {_sizes(sizes)}")
     return (
@@ -468,14 +424,66 @@ _TASK3_ERRORS = (
     ),
 )
 
+#: Task 3: the known wrong pairs, over the facts of :func:`task3`, in the order they are met.
+TASK3_MISTAKES = (
+    Mistake(
+        lambda variables, **_: not variables,
+        "the model has no variables yet: it is built (and its variables created) at its first "
+        "call, which would be inside the tf.function on the first step",
+        "the task names the lab's network: it has an Input, so its variables are created at "
+        "once, where it is created",
+    ),
+    Mistake(
+        lambda outside, **_: outside,
+        "the model's variables ({outside}) were created outside strategy.scope(): each is one "
+        "variable on one device, not a mirrored copy {on}",
+        "a variable is mirrored when it is created in the strategy's scope: where was the "
+        "model created?",
+    ),
+    Mistake(
+        lambda optimizer_outside, **_: optimizer_outside,
+        "the optimizer was created outside strategy.scope(): its own variables (its step "
+        "counter, and the momentum of every weight) are single variables that every replica "
+        "updates in turn, once per replica and step{times}, so training drifts away from "
+        "single-device training without any error",
+        "its variables are mirrored only if it is created in the strategy's scope, as the model is",
+    ),
+    Mistake(
+        lambda settings, **_: (
+            settings[0] != "SGD" or not np.allclose(settings[1:], (LEARNING_RATE, MOMENTUM))
+        ),
+        "for the optimizer (type, learning rate, momentum): expected {wanted}, got {settings}",
+        "the task names the optimizer and its settings, LEARNING_RATE and MOMENTUM",
+    ),
+    Mistake(
+        lambda built, **_: not built,
+        "the optimizer is not built: Keras 3 would create its momentum variables in the "
+        "tf.function at the first step, on every replica at once (with more than one replica "
+        "the step fails with 'You must feed a value for placeholder tensor')",
+        "an optimizer creates its momentum variables when it is built: the task says when and "
+        "where that must happen",
+    ),
+    Mistake(
+        lambda momentums, variables, **_: (
+            [tuple(m.shape) for m in momentums] != [tuple(v.shape) for v in variables]
+        ),
+        "the optimizer was built for other variables than the model's",
+        "an optimizer is built for the variables it will update: the model's",
+    ),
+    Mistake(
+        lambda optimizer_mirrored, **_: not optimizer_mirrored,
+        "some of the optimizer's variables were created outside strategy.scope()",
+        "every variable of the optimizer is created where it is created and built: in the "
+        "strategy's scope",
+    ),
+)
+
 
 @task(LAB, 3)
 def task3(answer: Any, strategy: Any) -> str:
     """``make_model_and_optimizer(strategy) -> (model, optimizer)``: :func:`make_model` and
-    ``keras.optimizers.SGD(LEARNING_RATE, momentum=MOMENTUM)`` created inside
-    ``strategy.scope()``, and the optimizer built there for the model's variables. Checked
-    on the variables themselves: each one created in the strategy's scope (a mirrored
-    variable), the optimizer built, with its settings."""
+    the task's SGD created in the scope, the optimizer built there; checked on the variables
+    themselves (each a mirrored variable of the strategy)."""
     import keras
 
     n = _replicas(strategy)
@@ -487,68 +495,24 @@ def task3(answer: Any, strategy: Any) -> str:
     if isinstance(model, keras.optimizers.Optimizer) and isinstance(optimizer, keras.Model):
         raise Wrong("you returned (optimizer, model)", "the model comes first")
     expect_kind(model, keras.Model, "a Keras model", what="the first item")
-    variables = list(model.trainable_variables)
-    if not variables:
-        raise Wrong(
-            "the model has no variables yet: it is built (and its variables created) at its "
-            "first call, which would be inside the tf.function on the first step",
-            "the task names the lab's network: it has an Input, so its variables are "
-            "created at once, where it is created",
-        )
-    outside = [_variable_label(model, v) for v in variables if not _created_in_scope(strategy, v)]
-    if outside:
-        listed = ", ".join(outside[:4]) + (", ..." if len(outside) > 4 else "")
-        raise Wrong(
-            f"the model's variables ({listed}) "
-            f"were created outside strategy.scope(): each is one variable on one device, not "
-            f"a mirrored copy {_on_replicas(n)}",
-            "a variable is mirrored when it is created in the strategy's scope: where was "
-            "the model created?",
-        )
     expect_kind(optimizer, keras.optimizers.Optimizer, "a Keras optimizer", what="the second item")
-    if not _created_in_scope(strategy, optimizer.iterations):
-        raise Wrong(
-            "the optimizer was created outside strategy.scope(): its own variables (its step "
-            "counter, and the momentum of every weight) are single variables that every "
-            "replica updates in turn, once per replica and step"
-            + (f" (here {n} times per step)" if n > 1 else "")
-            + ", so training drifts away from single-device training without any error",
-            "its variables are mirrored only if it is created in the strategy's scope, as the "
-            "model is",
-        )
+    variables = list(model.trainable_variables)
+    outside = [_variable_label(model, v) for v in variables if not _created_in_scope(strategy, v)]
+    momentums = list(getattr(optimizer, "momentums", []))
     settings = (
         type(optimizer).__name__,
         round(float(as_array(optimizer.learning_rate)), 7),
         float(getattr(optimizer, "momentum", 0.0)),
     )
-    wanted = ("SGD", LEARNING_RATE, MOMENTUM)
-    if settings[0] != wanted[0] or not np.allclose(settings[1:], wanted[1:]):
-        raise Wrong(
-            expected_got(wanted, settings, "the optimizer (type, learning rate, momentum)"),
-            "the task names the optimizer and its settings, LEARNING_RATE and MOMENTUM",
-        )
-    if not optimizer.built:
-        raise Wrong(
-            "the optimizer is not built: Keras 3 would create its momentum variables in the "
-            "tf.function at the first step, on every replica at once (with more than one "
-            "replica the step fails with 'You must feed a value for placeholder tensor')",
-            "an optimizer creates its momentum variables when it is built: the task says "
-            "when and where that must happen",
-        )
-    momentums = list(getattr(optimizer, "momentums", []))
-    if len(momentums) != len(variables) or any(
-        tuple(m.shape) != tuple(v.shape) for m, v in zip(momentums, variables, strict=False)
-    ):
-        raise Wrong(
-            "the optimizer was built for other variables than the model's",
-            "an optimizer is built for the variables it will update: the model's",
-        )
-    if not all(_created_in_scope(strategy, v) for v in optimizer.variables):
-        raise Wrong(
-            "some of the optimizer's variables were created outside strategy.scope()",
-            "every variable of the optimizer is created where it is created and built: in the "
-            "strategy's scope",
-        )
+    diagnose(
+        TASK3_MISTAKES,
+        variables=variables, momentums=momentums, settings=settings, built=optimizer.built,
+        outside=", ".join(outside[:4]) + (", ..." if len(outside) > 4 else ""),
+        on=_on_replicas(n), times=f" (here {n} times per step)" if n > 1 else "",
+        optimizer_outside=not _created_in_scope(strategy, optimizer.iterations),
+        optimizer_mirrored=all(_created_in_scope(strategy, v) for v in optimizer.variables),
+        wanted=("SGD", LEARNING_RATE, MOMENTUM),
+    )  # fmt: skip
     return (
         f"the model's {len(variables)} variables and the optimizer's "
         f"{len(optimizer.variables)} (step counter, learning rate, {len(momentums)} momentums) "
@@ -559,36 +523,23 @@ def task3(answer: Any, strategy: Any) -> str:
 # --------------------------------------------------------------------------- task 4
 
 
-class _Notes:
-    """What a probe layer saw: the strategy and replica of each call in a replica context."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, Any]] = []
-
-
 def _probe():
-    """An identity Keras layer that notes the replica context of every call (in a
-    ``tf.function``, of every trace): it tells whether the model ran inside ``strategy.run``
-    and on which replicas."""
+    """An identity Keras layer that notes ``(strategy, replica)`` of every call in a replica
+    context (in a ``tf.function``, of every trace), and the list it notes them in."""
     import keras
     import tensorflow as tf
 
-    class ReplicaProbe(keras.layers.Layer):
-        def __init__(self, notes: _Notes) -> None:
-            super().__init__()
-            self.notes = notes
+    calls: list[tuple[Any, Any]] = []
 
+    class ReplicaProbe(keras.layers.Layer):
         def call(self, x):
             context = tf.distribute.get_replica_context()
             if context is not None:
                 replica = tf.get_static_value(context.replica_id_in_sync_group)
-                self.notes.calls.append(
-                    (context.strategy, None if replica is None else int(replica))
-                )
+                calls.append((context.strategy, None if replica is None else int(replica)))
             return x
 
-    notes = _Notes()
-    return ReplicaProbe(notes), notes
+    return ReplicaProbe(), calls
 
 
 def _loss_of(value: Any, what: str) -> float:
@@ -596,8 +547,7 @@ def _loss_of(value: Any, what: str) -> float:
 
     if value is None:
         raise Wrong(
-            f"{what} returned None",
-            "train_step returns the loss of the global batch, one number",
+            f"{what} returned None", "train_step returns the loss of the global batch, one number"
         )
     if isinstance(value, tf.distribute.DistributedValues):
         raise Wrong(
@@ -618,8 +568,8 @@ def _loss_of(value: Any, what: str) -> float:
     return float(array)
 
 
-def _ran_on_replicas(notes: _Notes, strategy: Any, n: int) -> None:
-    replicas = {replica for s, replica in notes.calls if s is strategy}
+def _ran_on_replicas(calls: list, strategy: Any, n: int) -> None:
+    replicas = {replica for s, replica in calls if s is strategy}
     if not replicas:
         raise Wrong(
             "your step never ran the model inside strategy.run: it ran in the cross-replica "
@@ -635,23 +585,55 @@ def _ran_on_replicas(notes: _Notes, strategy: Any, n: int) -> None:
         )
 
 
+#: Task 4: the known wrong steps, over the facts of :func:`task4` (``expected``/``scaled``:
+#: single-device weights with the learning rate, and with it times the replicas).
+TASK4_MISTAKES = (
+    Mistake(
+        lambda initial, got, **_: _close(initial, got, 0, 0),
+        "after {steps} steps the weights are still the initial ones",
+        "the optimizer must apply the gradients, on every replica, once per step",
+    ),
+    Mistake(
+        lambda n, expected, scaled, got, **_: (
+            n > 1 and not _close(expected, got) and _close(scaled, got)
+        ),
+        "the weights after {steps} steps are those of single-device training with steps {n} "
+        "times too large: each replica's loss was the mean over its own shard, and the "
+        "all-reduce adds up the {n} replicas' gradients",
+        "each replica's loss must be divided by the global batch, as your replica_loss "
+        "(Task 2) does: does your step use it?",
+    ),
+    Mistake(
+        lambda n, expected, got, expected_losses, losses, **_: (
+            n > 1
+            and _close(expected, got, ATOL, 0)
+            and _close(np.array(expected_losses) / n, losses, ATOL, 0)
+        ),
+        "for the loss train_step returned at each of the {steps} steps: expected "
+        "{shown_expected}, got {shown_losses}; the weights are right, but the loss is {n} "
+        "times too small: ReduceOp.MEAN averaged the replicas' losses, each of which is "
+        "already divided by the global batch",
+        "each replica's loss is already a share of the global batch's loss: which ReduceOp "
+        "turns the shares into the whole?",
+    ),
+)
+
+
 @task(LAB, 4, references=("dtf.multiworker.make_train_step",))
 def task4(answer: Any, strategy: Any) -> str:
     """``make_train_step(strategy, model, optimizer, global_batch_size) -> train_step``, a
-    ``tf.function`` that runs one synchronous step on every replica and returns the mean loss
-    of the global batch. Run for :data:`STEPS` global batches of digits beside single-device
-    steps from the same weights (losses and weights to :data:`ATOL`); a probe layer checks
-    that the model ran inside ``strategy.run`` on every replica. A loss averaged per replica
-    and ``ReduceOp.MEAN`` are named."""
+    ``tf.function`` returning the global batch's mean loss: run for :data:`STEPS` global
+    batches of digits beside :func:`_single_device` (losses and weights to :data:`ATOL`); a
+    probe layer checks that the model ran inside ``strategy.run`` on every replica."""
     from dtf import data
 
     n = _replicas(strategy)
     g = TASK4_PER_REPLICA * n
     digits = data.load("digits", flatten=True)
     batches = _global_batches(digits.x_train[: STEPS * g], digits.y_train[: STEPS * g], g)
-    probe, notes = _probe()
+    probe, calls = _probe()
     with strategy.scope():
-        model = _network(probe)
+        model = make_model(probe)
         optimizer = _optimizer()
         optimizer.build(model.trainable_variables)
     initial = model.get_weights()
@@ -670,57 +652,39 @@ def task4(answer: Any, strategy: Any) -> str:
             for i, element in enumerate(strategy.experimental_distribute_dataset(batches))
         ]
         expected_losses, expected = _single_device(batches, initial)
-        _, scaled = _single_device(batches, initial, LEARNING_RATE * n) if n > 1 else (0, None)
+        scaled = _single_device(batches, initial, LEARNING_RATE * n)[1] if n > 1 else None
     got = model.get_weights()
-    _ran_on_replicas(notes, strategy, n)
-    if all(np.array_equal(a, b) for a, b in zip(initial, got, strict=True)):
-        raise Wrong(
-            f"after {STEPS} steps the weights are still the initial ones",
-            "the optimizer must apply the gradients, on every replica, once per step",
-        )
-    names = [_variable_label(model, v) for v in model.trainable_variables]
-    if n > 1 and not _close(expected, got) and _close(scaled, got):
-        raise Wrong(
-            f"the weights after {STEPS} steps are those of single-device training with "
-            f"steps {n} times too large: each replica's loss was the mean over its own "
-            f"shard, and the all-reduce adds up the {n} replicas' gradients",
-            "each replica's loss must be divided by the global batch, as your replica_loss "
-            "(Task 2) does: does your step use it?",
-        )
-    worst = 0.0
-    for name, want, have in zip(names, expected, got, strict=True):
-        worst = max(
-            worst,
-            expect_close(
-                want,
-                have,
-                what=f"{name} after {STEPS} steps (vs. single-device training)",
-                atol=ATOL,
-                hint="look at the order inside the function each replica runs: the logits, the "
-                "loss (your replica_loss) and the gradients inside the tape, then one update",
-            ),
-        )
-    what = f"the loss train_step returned at each of the {STEPS} steps"
-    if n > 1 and _close(np.array(expected_losses) / n, losses, atol=ATOL, rtol=0):
-        raise Wrong(
-            f"{expected_got(np.array(expected_losses), np.array(losses), what)}; the weights "
-            f"are right, but the loss is {n} times too small: ReduceOp.MEAN averaged the "
-            "replicas' losses, each of which is already divided by the global batch",
-            "each replica's loss is already a share of the global batch's loss: which "
-            "ReduceOp turns the shares into the whole?",
-        )
+    _ran_on_replicas(calls, strategy, n)
+    diagnose(
+        TASK4_MISTAKES,
+        steps=STEPS, n=n, initial=initial, got=got, expected=expected, scaled=scaled,
+        losses=losses, expected_losses=expected_losses,
+        shown_expected=short(np.array(expected_losses)), shown_losses=short(np.array(losses)),
+    )  # fmt: skip
+    names = [
+        f"{_variable_label(model, v)} after {STEPS} steps (vs. single-device training)"
+        for v in model.trainable_variables
+    ]
+    worst = expect_weights(
+        expected,
+        got,
+        names,
+        ATOL,
+        "look at the order inside the function each replica runs: the logits, the loss (your "
+        "replica_loss) and the gradients inside the tape, then one update",
+    )
     expect_close(
         np.array(expected_losses),
         np.array(losses),
-        what=what,
+        what=f"the loss train_step returned at each of the {STEPS} steps",
         atol=ATOL,
         hint="train_step returns the loss of the global batch: look at how you combine the "
         "replicas' losses",
     )
     return (
-        f"{STEPS} steps over {_count(n)} match single-device training on the same global "
-        f"batches of {g} (losses {', '.join(f'{v:.4f}' for v in losses)}; largest weight "
-        f"difference {worst:.1e})"
+        f"{STEPS} steps over {plural(n, 'replica')} match single-device training on the same "
+        f"global batches of {g} (losses {', '.join(f'{v:.4f}' for v in losses)}; largest "
+        f"weight difference {worst:.1e})"
     )
 
 
@@ -730,9 +694,8 @@ def task4(answer: Any, strategy: Any) -> str:
 @task(LAB, 5, optional=True)
 def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
     """``train_epoch(strategy, x, y, per_replica_batch) -> (model, losses)``: one epoch over
-    the digits training set with the learner's pieces (tasks 1, 3 and 4), a loss per step.
-    Compared with single-device training from :func:`make_model`'s initial weights on the
-    same global batches: the losses and final weights must agree to :data:`ATOL`."""
+    the digits with the learner's pieces, compared with :func:`_single_device` from
+    :func:`make_model`'s weights on the same global batches (to :data:`ATOL`)."""
     from dtf import data
 
     n = _replicas(strategy)
@@ -774,33 +737,22 @@ def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
         "train with your pieces of tasks 1, 3 and 4, one pass over the data; their checks "
         "say which piece is wrong"
     )
-    expect_close(
-        np.array(expected_losses), np.array(losses), what="the losses", atol=ATOL, hint=hint
-    )
-    worst = 0.0
-    for v, want, have in zip(variables, expected, model.get_weights(), strict=True):
-        worst = max(
-            worst,
-            expect_close(
-                want,
-                have,
-                what=f"{_variable_label(model, v)} after the epoch",
-                atol=ATOL,
-                hint=hint,
-            ),
-        )
+    expect_close(expected_losses, losses, what="the losses", atol=ATOL, hint=hint)
+    names = [f"{_variable_label(model, v)} after the epoch" for v in variables]
+    worst = expect_weights(expected, model.get_weights(), names, ATOL, hint)
     return (
-        f"one epoch of {steps} steps over {_count(n)} matches single-device training: "
-        f"loss {losses[0]:.3f} → {losses[-1]:.3f}, largest weight difference {worst:.1e}"
+        f"one epoch of {steps} steps over {plural(n, 'replica')} matches single-device "
+        f"training: loss {losses[0]:.3f} → {losses[-1]:.3f}, largest weight difference "
+        f"{worst:.1e}"
     )
 
 
 # --------------------------------------------------------------------------- task 6
 
-#: Task 6: the input layouts to choose an auto-shard policy for. Each: the number of
-#: workers (``MultiWorkerMirroredStrategy`` processes), the source (``"memory"``: NumPy
-#: arrays through ``from_tensor_slices``; ``"files"``: TFRecord files read with
-#: ``TFRecordDataset``), the records of each file, and what every worker must see.
+#: Task 6: the input layouts to choose an auto-shard policy for: the workers
+#: (``MultiWorkerMirroredStrategy`` processes), the source (``"memory"``: NumPy arrays
+#: through ``from_tensor_slices``; ``"files"``: TFRecord files), the records of each file,
+#: and what every worker must see.
 SHARDING_LAYOUTS: dict[str, dict[str, Any]] = {
     "a": {"workers": 2, "source": "memory", "records": (1437,), "goal": "train"},
     "b": {"workers": 4, "source": "files", "records": (1000,) * 16, "goal": "train"},
@@ -813,6 +765,10 @@ EVEN_ENOUGH = 1.5
 _POLICIES = ("AUTO", "FILE", "DATA", "OFF")
 
 
+def _counts(numbers: Sequence[int]) -> str:
+    return ", ".join(f"{r:,}" for r in numbers)
+
+
 def describe_layout(key: str) -> str:
     """One line that says what layout ``key`` of :data:`SHARDING_LAYOUTS` is."""
     layout = SHARDING_LAYOUTS[key]
@@ -822,8 +778,7 @@ def describe_layout(key: str) -> str:
     elif len(set(records)) == 1:
         source = f"{len(records)} TFRecord files of {records[0]:,} records each"
     else:
-        source = f"{len(records)} TFRecord files of " + ", ".join(f"{r:,}" for r in records)
-        source += " records"
+        source = f"{len(records)} TFRecord files of {_counts(records)} records"
     goal = (
         "train: every record once per epoch"
         if layout["goal"] == "train"
@@ -833,24 +788,29 @@ def describe_layout(key: str) -> str:
 
 
 def file_shares(records: Sequence[int], workers: int) -> list[int]:
-    """The records each worker receives under FILE: file ``i`` goes to worker
-    ``i mod workers`` (measured in notebook 11d)."""
+    """The records each worker receives under FILE: file ``i`` goes to worker ``i mod workers``
+    (measured in notebook 11d)."""
     shares = [0] * workers
     for i, n in enumerate(records):
         shares[i % workers] += n
     return shares
 
 
+def _even(records: Sequence[int], workers: int) -> bool:
+    shares = file_shares(records, workers)
+    return min(shares) > 0 and max(shares) <= EVEN_ENOUGH * min(shares)
+
+
 def policy_outcome(key: str, policy: str) -> tuple[bool, str]:
-    """``(acceptable, what happens)`` with ``policy`` for layout ``key``, by the rules
-    notebooks 11d and 11e measured with TensorFlow 2.21: FILE gives whole files, file ``i``
-    to worker ``i mod N``, and fails with fewer files than workers (``InvalidArgumentError``) or
-    without files; DATA makes every worker read everything and keep its part; OFF gives
-    every worker everything; AUTO is FILE when the pipeline starts from files and FILE can
-    apply, otherwise a silent fallback to DATA."""
+    """``(acceptable, what happens)`` with ``policy`` for layout ``key``, by the rules notebooks
+    11d and 11e measured (TensorFlow 2.21): FILE gives file ``i`` to worker ``i mod N`` and
+    fails without files or with fewer files than workers; DATA makes every worker read
+    everything and keep its part; OFF gives every worker everything; AUTO is FILE where FILE
+    applies to a pipeline of files, else a silent fallback to DATA."""
     layout = SHARDING_LAYOUTS[key]
     n, records, total = layout["workers"], layout["records"], sum(layout["records"])
     files = layout["source"] == "files"
+    can_file = files and len(records) >= n
     if layout["goal"] == "evaluate":
         if policy == "OFF":
             return True, "every worker receives every record"
@@ -864,44 +824,38 @@ def policy_outcome(key: str, policy: str) -> tuple[bool, str]:
             f"so every global batch holds each record {n} times"
         )
     if policy == "DATA":
-        if files and len(records) >= n and _even(records, n):
+        if can_file and _even(records, n):
             return False, (
                 f"DATA works, but every worker reads and parses all {total:,} records to keep "
                 f"1/{n} of them, while whole files would divide evenly here "
-                f"({', '.join(f'{s:,}' for s in file_shares(records, n))} records per worker)"
+                f"({_counts(file_shares(records, n))} records per worker)"
             )
         return True, "every worker reads everything and keeps its part: even shares"
-    can_file = files and len(records) >= n
     if policy == "FILE" and not files:
         return False, (
-            "FILE divides files, and a pipeline that starts from from_tensor_slices has "
-            "none: TensorFlow cannot apply it ('Found an unshardable source dataset', the "
-            "reason AUTO's fallback gives in notebook 11e)"
+            "FILE divides files, and a pipeline that starts from from_tensor_slices has none: "
+            "TensorFlow cannot apply it ('Found an unshardable source dataset', the reason "
+            "AUTO's fallback gives in notebook 11e)"
         )
     if policy == "FILE" and not can_file:
         return False, (
-            f"FILE needs at least as many files as workers: with {len(records)} file(s) "
-            f"for {n} workers TensorFlow raises InvalidArgumentError ('Could not apply FILE "
-            "based sharding') and the workers' collective ops abort"
+            f"FILE needs at least as many files as workers: with {len(records)} file(s) for "
+            f"{n} workers TensorFlow raises InvalidArgumentError ('Could not apply FILE based "
+            "sharding') and the workers' collective ops abort"
         )
-    if policy == "AUTO" and not can_file:
+    if not can_file:  # AUTO
         return False, (
             "AUTO works here only by falling back to DATA, silently (TensorFlow 2.21 logs it "
             "at verbose level 2 only): a choice you cannot see in the log"
         )
-    shares = file_shares(records, n)
+    shares = _counts(file_shares(records, n))
     if not _even(records, n):
         return False, (
             f"{policy} gives whole files, file i to worker i mod {n}: the workers receive "
-            f"{', '.join(f'{s:,}' for s in shares)} records, and since every step is "
-            "collective the epoch lasts as long as the largest share"
+            f"{shares} records, and since every step is collective the epoch lasts as long as "
+            "the largest share"
         )
-    return True, f"whole files per worker: {', '.join(f'{s:,}' for s in shares)} records"
-
-
-def _even(records: Sequence[int], workers: int) -> bool:
-    shares = file_shares(records, workers)
-    return min(shares) > 0 and max(shares) <= EVEN_ENOUGH * min(shares)
+    return True, f"whole files per worker: {shares} records"
 
 
 def _policy_name(value: Any) -> str | None:
@@ -914,12 +868,9 @@ def _policy_name(value: Any) -> str | None:
 
 @task(LAB, 6, references=("dtf.checks.lab05.policy_outcome",))
 def task6(answer: Any) -> str:
-    """``shard_policies() -> {layout: policy}``: an auto-shard policy for every layout of
-    :data:`SHARDING_LAYOUTS` (``tf.data.experimental.AutoShardPolicy`` members or their
-    names). Each choice is judged by :func:`policy_outcome`; the message names the first
-    layout whose choice does not meet its goal, and what that choice would do there."""
-    got = call_function(answer)
-    expect_kind(got, dict, "a dict {layout: policy}")
+    """``shard_policies() -> {layout: policy}``: each choice judged by
+    :func:`policy_outcome`; the first layout whose choice misses its goal is named."""
+    got = expect_kind(call_function(answer), dict, "a dict {layout: policy}")
     missing = [k for k in SHARDING_LAYOUTS if k not in got]
     if missing:
         raise Wrong(
@@ -936,17 +887,16 @@ def task6(answer: Any) -> str:
             )
         ok, why = policy_outcome(key, name)
         if not ok:
-            wrong.append((key, name, why))
+            wrong.append(f"for layout {key!r} ({describe_layout(key)}), {name}: {why}")
     if wrong:
-        key, name, why = wrong[0]
         more = f" ({len(wrong) - 1} other layout(s) too)" if len(wrong) > 1 else ""
         raise Wrong(
-            f"for layout {key!r} ({describe_layout(key)}), {name}: {why}{more}",
+            wrong[0] + more,
             "for each layout, ask what each worker would read and receive under your policy, "
             "and whether that meets the layout's goal (notebook 11d, section 5, and 11e, "
             "sections 5 and 6)",
         )
-    chosen = ", ".join(f"{k}: {_policy_name(v)}" for k, v in got.items() if k in SHARDING_LAYOUTS)
+    chosen = ", ".join(f"{k}: {_policy_name(got[k])}" for k in SHARDING_LAYOUTS)
     return f"every layout gets a policy that meets its goal ({chosen})"
 
 
@@ -992,70 +942,82 @@ def _summed_durations(table_ops, steps) -> dict[str, float]:
     return sums
 
 
-def _pair(got: Any) -> tuple[str, float]:
+_NOT_LARGEST = "in this trace {kind} is {kind_share:.0%} of the steps' time, not the largest share"
+_NOT_SHARE = "your share of {kind}, {share:.3f}, is not its share in the trace"
+
+#: Task 7: the known wrong answers, over the facts of :func:`judge_bottleneck`: a wrong kind
+#: (the first three), then a wrong share of the right kind.
+TASK7_MISTAKES = (
+    Mistake(
+        lambda kind, want_kind, summed, **_: (
+            kind != want_kind and bool(summed) and kind == max(summed, key=summed.get)
+        ),
+        _NOT_LARGEST,
+        "you added up the ops' durations: ops on several threads run at the same time, and an "
+        "asynchronous op's duration is mostly waiting, so time is counted several times; "
+        "count each moment once, as profiling.breakdown does",
+    ),
+    Mistake(
+        lambda kind, want_kind, **_: kind != want_kind == "idle",
+        _NOT_LARGEST,
+        "a moment in which no op runs counts too (idle): compare every column of "
+        "profiling.breakdown, idle included",
+    ),
+    Mistake(
+        lambda kind, want_kind, **_: kind != want_kind,
+        _NOT_LARGEST,
+        "the bottleneck is the column of profiling.breakdown with the largest share of the "
+        "traced steps' total time, all steps together",
+    ),
+    Mistake(
+        lambda share, **_: share > 1,
+        _NOT_SHARE,
+        "a share is a fraction of the steps' time, between 0 and 1, not milliseconds",
+    ),
+    Mistake(
+        lambda share, per_step, **_: any(
+            abs(share - float(v)) <= SHARE_TOLERANCE / 10 for v in per_step
+        ),
+        _NOT_SHARE,
+        "that is the share in one step; the task asks for the share over all the traced "
+        "steps together",
+    ),
+    Mistake(
+        lambda **_: True,
+        _NOT_SHARE,
+        "the share is over all the traced steps together: look at how you add up the steps, "
+        "and what you divide by",
+    ),
+)
+
+
+def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) -> str:
+    """Judge ``got`` (the learner's ``(kind, share)``) against ``table``, a
+    ``dtf.profiling.breakdown`` of the trace (``summed``: its :func:`_summed_durations`):
+    :class:`Wrong` with a hint that names the mistake, or the kind and share."""
+    from dtf import profiling
+
     kind, share = expect_kind(got, (tuple, list), "a pair (kind, share)", size=2)
     if not isinstance(kind, str) or kind not in BOTTLENECK_KINDS:
         raise Wrong(
-            f"expected a kind of time, got {short(got[0])}",
+            f"expected a kind of time, got {short(kind)}",
             "name it as profiling.breakdown's columns do: " + ", ".join(BOTTLENECK_KINDS),
         )
     try:
         share = float(as_array(share))
     except (TypeError, ValueError):
         raise Wrong(
-            f"expected the share as a number, got {short(got[1])}",
+            f"expected the share as a number, got {short(share)}",
             "the share is one number, between 0 and 1",
         ) from None
-    return kind, share
-
-
-def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) -> str:
-    """Judge ``got`` (the learner's ``(kind, share)``) against ``table``, a
-    ``dtf.profiling.breakdown`` of the trace; ``summed``: :func:`_summed_durations` of the
-    same trace, to name that slip. Raises :class:`Wrong` with a hint that points at the
-    mistake and does not name the answer; returns the kind and share otherwise."""
-    from dtf import profiling
-
-    kind, share = _pair(got)
     want_kind, want_share = bottleneck(table)
-    shares = profiling.shares(table)
-    if kind != want_kind:
-        if summed and kind == max(summed, key=summed.get):
-            hint = (
-                "you added up the ops' durations: ops on several threads run at the same time, "
-                "and an asynchronous op's duration is mostly waiting, so time is counted "
-                "several times; count each moment once, as profiling.breakdown does"
-            )
-        elif want_kind == "idle":
-            hint = (
-                "a moment in which no op runs counts too (idle): compare every column of "
-                "profiling.breakdown, idle included"
-            )
-        else:
-            hint = (
-                "the bottleneck is the column of profiling.breakdown with the largest share "
-                "of the traced steps' total time, all steps together"
-            )
-        raise Wrong(
-            f"in this trace {kind} is {float(shares[kind]):.0%} of the steps' time, not the "
-            "largest share",
-            hint,
-        )
-    if abs(share - want_share) > SHARE_TOLERANCE:
-        per_step = table[kind] / table["step_ms"]
-        if share > 1:
-            hint = "a share is a fraction of the steps' time, between 0 and 1, not milliseconds"
-        elif any(abs(share - float(v)) <= SHARE_TOLERANCE / 10 for v in per_step):
-            hint = (
-                "that is the share in one step; the task asks for the share over all the "
-                "traced steps together"
-            )
-        else:
-            hint = (
-                "the share is over all the traced steps together: look at how you add up the "
-                "steps, and what you divide by"
-            )
-        raise Wrong(f"your share of {kind}, {share:.3f}, is not its share in the trace", hint)
+    if kind != want_kind or abs(share - want_share) > SHARE_TOLERANCE:
+        diagnose(
+            TASK7_MISTAKES,
+            kind=kind, share=share, want_kind=want_kind, summed=summed,
+            kind_share=float(profiling.shares(table)[kind]),
+            per_step=table[kind] / table["step_ms"],
+        )  # fmt: skip
     return f"{kind}, {share:.0%} of the steps' time"
 
 
@@ -1087,20 +1049,17 @@ def _judge_trace(answer: Any, logdir: Any) -> str:
 
     space = profiling.load(logdir)
     table_ops, steps = profiling.ops(space), profiling.steps(space)
-    table = profiling.breakdown(table_ops, steps)
     got = call_function(answer, str(logdir))
-    return judge_bottleneck(got, table, _summed_durations(table_ops, steps))
+    return judge_bottleneck(
+        got, profiling.breakdown(table_ops, steps), _summed_durations(table_ops, steps)
+    )
 
 
 @task(LAB, 7, references=("dtf.checks.lab05.trace_bottleneck", "dtf.checks.lab05.bottleneck"))
 def task7(answer: Any, logdir: Any) -> str:
-    """``find_bottleneck(logdir) -> (kind, share)``: the kind of time (a column of
-    ``dtf.profiling.breakdown``: compute, communication, input or idle) with the largest
-    share of the traced steps' total time in the trace under ``logdir``, and that share.
-    Judged on the lab's trace, then on a second trace that the checker captures
-    (:func:`compute_bound_trace`), so that only an answer read from the trace passes."""
-    import tempfile
-
+    """``find_bottleneck(logdir) -> (kind, share)``: judged on the lab's trace, then on one the
+    checker captures (:func:`compute_bound_trace`), so that only an answer read from the trace
+    passes."""
     from dtf import profiling
 
     try:
@@ -1122,8 +1081,7 @@ def task7(answer: Any, logdir: Any) -> str:
                 "compute the answer from the trace under the logdir you are given, not from "
                 "this lab's step",
             ) from None
-    # Not the second trace's numbers: they change from one capture to the next, and a check
-    # run again must say the same thing.
+    # Not the second trace's numbers: they change from one capture to the next.
     return (
         f"the slow step: {first}; right again for a second trace, of matrix products, that "
         "the checker captured"

@@ -1,16 +1,9 @@
 """Checkers of Lab 06 · Surviving a killed worker (``labs/06_fault_tolerance_lab.ipynb``).
 
-The lab's workers are :mod:`dtf.multiworker` processes running notebook 11's worker program;
-each checker verifies its answer against what TensorFlow and real workers do:
-
-1. :func:`task1`: each worker's ``tf.train.CheckpointManager`` and its restore on start;
-2. :func:`task2`: which workers failed and how fast the others noticed, from a launcher's
-   results (made-up runs, then a real one in which the checker kills the chief);
-3. :func:`task3`: the stream of global batches from the first one not trained yet;
-4. :func:`task4`: the supervisor that restarts every worker after a failure, a bounded
-   number of times.
-
-Verdicts hold no measured time, so that checking the same answer again gives the same line.
+Tasks: 1 each worker's ``CheckpointManager`` and its restore, 2 who failed and how fast the
+others noticed (made-up runs, then a real one whose chief the checker kills), 3 the stream of
+global batches from the first one not trained yet, 4 the supervisor that restarts every
+worker, a bounded number of times. Verdicts hold no measured time, so that they repeat.
 """
 
 from __future__ import annotations
@@ -30,11 +23,13 @@ from typing import Any
 import numpy as np
 
 from dtf._util import error_line, whole_number
+from dtf.checks._shared import expect_weights, numbered_labels, plural
 from dtf.checks.core import (
+    Mistake,
     Wrong,
     as_array,
     call_function,
-    expect_close,
+    diagnose,
     expect_kind,
     expected_got,
     listed,
@@ -75,13 +70,6 @@ WEIGHT_TOL = 1e-5
 CRASH_LOOP_STEPS, CRASH_LOOP_EVERY, CRASH_LOOP_AFTER, CRASH_LOOP_RESTARTS = 6, 2, 3, 1
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def _tasks(n: int) -> str:
-    return f"{n} worker{'' if n == 1 else 's'}"
-
-
 def _states(results: Mapping[int, Any]) -> str:
     return "; ".join(f"worker {t} {r.status}" for t, r in results.items())
 
@@ -99,14 +87,14 @@ def clusters(num_workers: int) -> list[tuple[str, dict | None]]:
     n = whole_number("num_workers", num_workers, minimum=1)
     return [
         (
-            f"the lab's cluster of {_tasks(n)}",
+            f"the lab's cluster of {plural(n, 'worker')}",
             {"worker": [f"{EXAMPLE_HOST}:{2222 + i}" for i in range(n)]},
         ),
         (
             "a cluster with a 'chief' job and 2 workers",
             {
                 "chief": [f"{EXAMPLE_HOST}:3333"],
-                "worker": [f"{EXAMPLE_HOST}:3334", f"{EXAMPLE_HOST}:3335"],
+                "worker": [f"{EXAMPLE_HOST}:{p}" for p in (3334, 3335)],
             },
         ),
         ("one process without TF_CONFIG", None),
@@ -135,29 +123,8 @@ def _shown(path: str, base: str) -> str:
     return repr(path)
 
 
-def _text(cluster: dict | None, t: tuple[str, int] | None) -> str | None:
-    """The ``TF_CONFIG`` of task ``t`` of ``cluster`` (``None``: a process without one)."""
-    if t is None:
-        return None
-    return json.dumps({"cluster": cluster, "task": {"type": t[0], "index": t[1]}})
-
-
-def _all_tasks(cluster: dict | None) -> list:
-    if cluster is None:
-        return [None]
-    return [(j, i) for j, addresses in cluster.items() for i in range(len(addresses))]
-
-
-def _checkpoint():
-    """A checkpoint as the lab's workers have one, its ``task`` variable saying whose it is
-    (-1: nobody's yet)."""
-    import tensorflow as tf
-
-    return tf.train.Checkpoint(task=tf.Variable(-1, dtype=tf.int64))
-
-
 #: Why task 1 has every task save, each into a folder of its own (issue 18).
-WHY_EVERY_TASK_SAVES = (
+_WHY_EVERY_TASK_SAVES = (
     "Every task saves, because saving may run collective ops (of mirrored variables) that "
     "need every worker to take part; each into a folder of its own, because tasks that "
     "write the same folder overwrite each other's files; and only the chief's folder, "
@@ -165,29 +132,34 @@ WHY_EVERY_TASK_SAVES = (
 )
 
 
-def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, where: str):
-    """The learner's ``CheckpointManager`` for one task, and its folder (normalised)."""
+def _manager(answer: Any, base: str, cluster: dict | None, t: Any, where: str):
+    """``(checkpoint, manager, folder)``: the learner's ``CheckpointManager`` of a fresh
+    checkpoint for task ``t`` of ``cluster``, and its folder (normalised)."""
     import tensorflow as tf
 
+    checkpoint = tf.train.Checkpoint(task=tf.Variable(-1, dtype=tf.int64))  # -1: nobody's
+    text = (
+        None
+        if t is None
+        else json.dumps({"cluster": cluster, "task": {"type": t[0], "index": t[1]}})
+    )
     hint = (
         "with no TF_CONFIG (tf_config is None) the process is alone, and its own chief: its "
         "manager saves into base"
-        if tf_config is None
+        if t is None
         else "tf_config is JSON text: its task says who this process is, its cluster who the "
         "others are"
     )
-    raised = (("raised", hint),)
-    got = call_function(answer, checkpoint, base, tf_config, hints=raised, where=where[4:])
+    got = call_function(answer, checkpoint, base, text, hints=(("raised", hint),), where=where[4:])
     if got is None:
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got None",
-            "every task needs a manager, not only the chief. " + WHY_EVERY_TASK_SAVES,
+            "every task needs a manager, not only the chief. " + _WHY_EVERY_TASK_SAVES,
         )
     if not isinstance(got, tf.train.CheckpointManager):
+        folder = isinstance(got, str | os.PathLike)
         shown = (
-            f"the folder {_shown(os.path.normpath(os.fspath(got)), base)}"
-            if isinstance(got, str | os.PathLike)
-            else short(got)
+            f"the folder {_shown(os.path.normpath(os.fspath(got)), base)}" if folder else short(got)
         )
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got {shown}",
@@ -196,16 +168,15 @@ def _manager(answer: Any, checkpoint: Any, base: str, tf_config: str | None, whe
     path = os.fspath(got.directory)
     if not os.path.isabs(path):
         raise Wrong(
-            f"{where}: its folder {path!r} is a relative path, which TensorFlow would "
-            "resolve against whatever folder the worker happens to run in",
+            f"{where}: its folder {path!r} is a relative path, which TensorFlow would resolve "
+            "against whatever folder the worker happens to run in",
             "every folder is base, or a folder inside it",
         )
-    return got, os.path.normpath(path)
+    return checkpoint, got, os.path.normpath(path)
 
 
 def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) -> None:
-    """The managers' folders against the rule: the chief's is ``base``, every other task's
-    its own, inside ``base``."""
+    """The rule: the chief's folder is ``base``, every other task's its own, inside it."""
     chief = chief_of(cluster)
     if folders[chief] != base:
         raise Wrong(
@@ -220,56 +191,59 @@ def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) ->
                 "otherwise worker 0"
             ),
         )
-    others = [t for t in folders if t != chief]
-    for t in others:
-        if folders[t] == base:
-            if cluster is not None and "chief" in cluster and t == ("worker", 0):
-                raise Wrong(
-                    f"for {what}: worker 0 would save into the real folder too, beside the "
-                    "chief (chief 0): two processes writing the same checkpoint files",
-                    "worker 0 is the chief only in a cluster without a 'chief' job "
-                    "(TensorFlow's rule): look for 'chief' in config['cluster'] first",
-                )
+    seen: dict[str, tuple] = {}
+    for t, folder in folders.items():
+        if t == chief:
+            continue
+        if folder == base and cluster is not None and "chief" in cluster and t == ("worker", 0):
+            raise Wrong(
+                f"for {what}: worker 0 would save into the real folder too, beside the chief "
+                "(chief 0): two processes writing the same checkpoint files",
+                "worker 0 is the chief only in a cluster without a 'chief' job (TensorFlow's "
+                "rule): look for 'chief' in config['cluster'] first",
+            )
+        if folder == base:
             raise Wrong(
                 f"for {what}: {_label(t)} would save into the real folder too: every worker "
                 "saves (saving may run collective ops), so the workers would write the same "
                 "files at once and overwrite each other's",
                 "every task but the chief saves into a folder of its own, inside base",
             )
-        if not folders[t].startswith(base + os.sep):
+        if not folder.startswith(base + os.sep):
             raise Wrong(
-                f"for {what}: {_label(t)} would save into {_shown(folders[t], base)}, outside base",
+                f"for {what}: {_label(t)} would save into {_shown(folder, base)}, outside base",
                 "keep the other workers' folders inside base: the run's checkpoints stay in "
                 "one place and go away together",
             )
-    seen: dict[str, tuple] = {}
-    for t in others:
-        if folders[t] in seen:
+        if folder in seen:
             raise Wrong(
-                f"for {what}: {_label(seen[folders[t]])} and {_label(t)} would both save into "
-                f"{_shown(folders[t], base)}, and overwrite each other's files",
-                "what tells two tasks apart belongs in the folder's name. " + WHY_EVERY_TASK_SAVES,
+                f"for {what}: {_label(seen[folder])} and {_label(t)} would both save into "
+                f"{_shown(folder, base)}, and overwrite each other's files",
+                "what tells two tasks apart belongs in the folder's name. " + _WHY_EVERY_TASK_SAVES,
             )
-        seen[folders[t]] = t
+        seen[folder] = t
 
 
-def _start(answer: Any, base: str, what: str, cluster: dict | None, again: bool) -> dict:
-    """Call the learner's function for every task of ``cluster`` with a fresh checkpoint:
-    ``{task: (checkpoint, manager, folder)}``."""
-    started = {}
-    for t in _all_tasks(cluster):
-        where = f"for {what}" if t is None else f"for {_label(t)} of {what}"
-        if again:
-            where += ", started again"
-        checkpoint = _checkpoint()
-        manager, folder = _manager(answer, checkpoint, base, _text(cluster, t), where)
-        started[t] = (checkpoint, manager, folder)
-    return started
+def _start(answer: Any, base: str, what: str, cluster: dict | None, again: str = "") -> dict:
+    """``{task: (checkpoint, manager, folder)}`` for every task of ``cluster``."""
+    tasks = (
+        [None] if cluster is None else [(j, i) for j, a in cluster.items() for i in range(len(a))]
+    )
+    return {
+        t: _manager(
+            answer,
+            base,
+            cluster,
+            t,
+            f"for {what if t is None else f'{_label(t)} of {what}'}{again}",
+        )
+        for t in tasks
+    }
 
 
 def _save_everywhere(started: dict, chief: Any, base: str, what: str) -> list:
-    """Every task saves with its manager a checkpoint holding its number, the chief first,
-    as every worker does; then the real folder must hold the chief's. Returns the order."""
+    """Every task saves a checkpoint holding its number, the chief first, as every worker
+    does; then the real folder must hold the chief's. Returns the order."""
     import tensorflow as tf
 
     order = [chief] + [t for t in started if t != chief]
@@ -280,86 +254,71 @@ def _save_everywhere(started: dict, chief: Any, base: str, what: str) -> list:
             manager.save()
         except (tf.errors.OpError, OSError) as exc:
             raise Wrong(
-                f"for {what}: {_label(t)}'s manager could not save into "
-                f"{_shown(folder, base)} ({error_line(exc)})",
+                f"for {what}: {_label(t)}'s manager could not save into {_shown(folder, base)} "
+                f"({error_line(exc)})",
                 "give it a folder inside base",
             ) from None
     latest = tf.train.latest_checkpoint(base)
-    holds = (
-        None
-        if latest is None
-        else int(tf.train.load_variable(latest, "task/.ATTRIBUTES/VARIABLE_VALUE"))
-    )
+    holds = latest and int(tf.train.load_variable(latest, "task/.ATTRIBUTES/VARIABLE_VALUE"))
     if holds != 0:
-        writer = "nobody" if holds is None else _label(order[holds])
         raise Wrong(
             f"for {what}: after every task saved, the real folder holds the checkpoint of "
-            f"{writer}, not the chief's",
+            f"{'nobody' if latest is None else _label(order[holds])}, not the chief's",
             "the chief's manager saves into base, every other task's into a folder of its own",
         )
     return order
 
 
 def _check_restored(started: dict, order: list, what: str) -> None:
-    """Started again after every task saved, each task's checkpoint must hold what the
-    chief saved (0): restored from base, not from its own folder."""
+    """Started again, every task's checkpoint must hold the chief's (0), restored from base."""
     for t, (checkpoint, _, _) in started.items():
         got = int(checkpoint.task.numpy())
-        if got == 0:
-            continue
-        who = _label(t)
         if got == -1:
             raise Wrong(
-                f"for {what}, started again: {who} restored nothing, though the real folder "
-                "holds the chief's checkpoint",
+                f"for {what}, started again: {_label(t)} restored nothing, though the real "
+                "folder holds the chief's checkpoint",
                 "when make_manager returns, checkpoint must hold the latest checkpoint of the "
                 "real folder: TensorFlow can tell you its path",
             )
-        raise Wrong(
-            f"for {what}, started again: {who} restored the checkpoint of "
-            f"{_label(order[got])} (its own folder's), not the chief's",
-            "every task restores the chief's checkpoint, the latest of base: a manager's "
-            "latest_checkpoint is that of its own folder",
-        )
+        if got != 0:
+            raise Wrong(
+                f"for {what}, started again: {_label(t)} restored the checkpoint of "
+                f"{_label(order[got])} (its own folder's), not the chief's",
+                "every task restores the chief's checkpoint, the latest of base: a manager's "
+                "latest_checkpoint is that of its own folder",
+            )
 
 
 @task(LAB, 1)
 def task1(answer: Any, num_workers: int) -> str:
-    """``make_manager(checkpoint, base, tf_config) -> tf.train.CheckpointManager``: the chief
-    saves into ``base``, every other task into a folder of its own inside it, and every task
-    restores the latest checkpoint of ``base`` first. For every task of :func:`clusters`:
-    the folders, then every task saves (chief first) and the real folder holds the chief's,
-    then every task started again restores it."""
+    """``make_manager(checkpoint, base, tf_config) -> tf.train.CheckpointManager``, for every
+    task of :func:`clusters`: the folders, then every task saves (chief first) and the real
+    folder holds the chief's, then every task started again restores it."""
     n = whole_number("num_workers", num_workers, minimum=1)
     saves = 0
     with tempfile.TemporaryDirectory(prefix="dtf-lab06-") as tmp:
         for k, (what, cluster) in enumerate(clusters(n)):
             base = os.path.join(os.path.realpath(tmp), f"case-{k}", "checkpoints")
             os.makedirs(base)
-            started = _start(answer, base, what, cluster, again=False)
-            for checkpoint, _, _ in started.values():
-                if int(checkpoint.task.numpy()) != -1:
-                    raise Wrong(
-                        f"for {what}: a checkpoint changed although base held no checkpoint",
-                        "restore only the latest checkpoint of base, when there is one",
-                    )
+            started = _start(answer, base, what, cluster)
+            if any(int(s[0].task.numpy()) != -1 for s in started.values()):
+                raise Wrong(
+                    f"for {what}: a checkpoint changed although base held no checkpoint",
+                    "restore only the latest checkpoint of base, when there is one",
+                )
             _check_folders({t: s[2] for t, s in started.items()}, base, what, cluster)
             order = _save_everywhere(started, chief_of(cluster), base, what)
-            _check_restored(_start(answer, base, what, cluster, again=True), order, what)
+            _check_restored(_start(answer, base, what, cluster, ", started again"), order, what)
             saves += len(started)
     return (
-        f"for the lab's {_tasks(n)}, a cluster with a 'chief' job and a process alone, the "
-        "chief's manager saves into base and every other task's into a folder of its own "
-        f"inside it; all {saves} tasks saved, each base then held its chief's checkpoint, and "
-        "started again every task restored it"
+        f"for the lab's {plural(n, 'worker')}, a cluster with a 'chief' job and a process "
+        "alone, the chief's manager saves into base and every other task's into a folder of "
+        f"its own inside it; all {saves} tasks saved, each base then held its chief's "
+        "checkpoint, and started again every task restored it"
     )
 
 
 # --------------------------------------------------------------------------- task 2
-
-
-def _event(name: str, task_: int, t: float, **fields) -> dict:
-    return {"event": name, "run": 1, "task": task_, "t": t, **fields}
 
 
 def made_up_results(
@@ -370,33 +329,26 @@ def made_up_results(
     and exited with code 1."""
     from dtf.multiworker import WorkerResult
 
+    lines = ["at node sgd/CollectiveReduceV2", "Collective ops is aborted by: Socket closed"]
     results = {}
     for t in range(num_workers):
         events = [
-            _event(
-                "started", t, killed_at - 4.0, replicas=num_workers, global_batch=32 * num_workers
-            )
+            dict(
+                event="started",
+                t=killed_at - 4.0,
+                replicas=num_workers,
+                global_batch=32 * num_workers,
+            ),
+            *(
+                dict(event="step", t=killed_at - 1 + 0.02 * s, step=s, loss=2.3 - 0.1 * s)
+                for s in range(1, 6)
+            ),
         ]
-        events += [
-            _event("step", t, killed_at - 1.0 + 0.02 * s, step=s, loss=2.3 - 0.1 * s)
-            for s in range(1, 6)
-        ]
-        if t in killed:
-            results[t] = WorkerResult(t, -9, events)
-            continue
-        lines = ["at node sgd/CollectiveReduceV2", "Collective ops is aborted by: Socket closed"]
-        events.append(
-            _event(
-                "error",
-                t,
-                killed_at + delays[t],
-                step=6,
-                error="UnavailableError",
-                message=lines[0],
-                lines=lines,
-            )
-        )
-        results[t] = WorkerResult(t, 1, events)
+        if t not in killed:
+            error = dict(error="UnavailableError", message=lines[0], lines=lines)
+            events.append(dict(event="error", t=killed_at + delays[t], step=6, **error))
+        events = [{"run": 1, "task": t, **e} for e in events]
+        results[t] = WorkerResult(t, -9 if t in killed else 1, events)
     return results
 
 
@@ -419,15 +371,74 @@ def _as_tasks(value: Any, what: str) -> list[int]:
             f"got {short(value)}",
             "failed is a list of task numbers: several workers can fail together",
         )
-    tasks = []
-    for t in value:
-        if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
-            raise Wrong(
-                f"for {what}: expected task numbers in the failed list, got {short(t)}",
-                "list the keys of results (task numbers) whose worker failed",
-            )
-        tasks.append(int(t))
-    return sorted(tasks)
+    if any(isinstance(t, bool) or not isinstance(t, (int, np.integer)) for t in value):
+        raise Wrong(
+            f"for {what}: expected task numbers in the failed list, got {short(list(value))}",
+            "list the keys of results (task numbers) whose worker failed",
+        )
+    return sorted(int(t) for t in value)
+
+
+#: Task 2: the known wrong ``failed`` lists, over the facts of :func:`_compare_diagnosis`.
+FAILED_MISTAKES = (
+    Mistake(
+        lambda failed, errored, **_: failed == errored,
+        "for {what}: you named {named}, the workers that reported an error: they noticed the "
+        "failure; the killed {killed} reported nothing",
+        "a killed process says nothing: its exit status does. A worker ended by a signal has "
+        "a negative returncode (-9: SIGKILL)",
+    ),
+    Mistake(
+        lambda failed, nonzero, **_: failed == nonzero,
+        "for {what}: you named {named}, but {noticers} exited with code 1 after reporting "
+        "UnavailableError: they noticed the failure, they did not cause it",
+        "a worker ended by a signal has an exit status of its own: look at each result's "
+        "returncode",
+    ),
+    Mistake(
+        lambda **_: True,
+        "for the failed workers of {what}: expected {want_failed}, got {failed}",
+        "several workers can fail together: what does each result's returncode say?",
+    ),
+)
+#: Task 2: the known wrong ``noticed`` dicts, then seconds, over the same facts.
+NOTICED_MISTAKES = (
+    Mistake(
+        lambda dead, **_: dead,
+        "for {what}: noticed has an entry for {dead}, which was killed and noticed nothing",
+        "only the workers that reported an error noticed the failure",
+    ),
+    Mistake(
+        lambda **_: True,
+        "for the workers in noticed, for {what}: expected {want_keys}, got {keys}{missing}",
+        "one entry for every worker that reported an error, the failed ones left out",
+    ),
+)
+SECONDS_MISTAKES = (
+    Mistake(
+        lambda value, want, killed_at, **_: abs(value - (want + killed_at)) <= 1e-3,
+        "{who}: you returned the stamp of its error, a reading of time.monotonic(), not the "
+        "seconds since the kill",
+        "the task asks for seconds from the kill, not a moment",
+    ),
+    Mistake(
+        lambda value, **_: value > 1e8,
+        "{who}: you returned a number the size of a time.time() reading; the events and "
+        "killed_at come from time.monotonic(), another clock",
+        "use the stamps you are given, of one clock: the error event's and the kill's",
+    ),
+    Mistake(
+        lambda value, after, **_: value >= after - 1e-3,
+        "{who}: you measured up to when your function ran (about {after:.0f} s after the kill "
+        "here), not up to the worker's error",
+        "the moment a worker noticed is stamped in its error event",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{who}: expected {want:.4f} s from the kill to its error, got {value:.4f}",
+        "from the kill to the worker's error: look at which stamps you subtract",
+    ),
+)
 
 
 def _compare_diagnosis(
@@ -436,79 +447,38 @@ def _compare_diagnosis(
     want_failed, want_noticed = truth(results, killed_at)
     expect_kind(got, (tuple, list), "a pair (failed, noticed)", size=2, what=what)
     failed = _as_tasks(got[0], what)
-    noticed_tasks = sorted(want_noticed)
     if failed != want_failed:
         errored = sorted(t for t, r in results.items() if r.error is not None)
-        nonzero = sorted(t for t, r in results.items() if r.returncode != 0)
-        if failed == errored:
-            raise Wrong(
-                f"for {what}: you named {_workers(failed)}, the workers that reported an error: "
-                f"they noticed the failure; the killed {_workers(want_failed)} reported nothing",
-                "a killed process says nothing: its exit status does. A worker ended by a "
-                "signal has a negative returncode (-9: SIGKILL)",
-            )
-        if failed == nonzero:
-            raise Wrong(
-                f"for {what}: you named {_workers(failed)}, but {_workers(errored)} exited "
-                "with code 1 after reporting UnavailableError: they noticed the failure, they "
-                "did not cause it",
-                "a worker ended by a signal has an exit status of its own: look at each "
-                "result's returncode",
-            )
-        raise Wrong(
-            expected_got(want_failed, failed, f"the failed workers of {what}"),
-            "several workers can fail together: what does each result's returncode say?",
-        )
-    expect_kind(got[1], Mapping, "noticed as a dict {task: seconds}", what=what)
-    noticed = dict(got[1])
+        diagnose(
+            FAILED_MISTAKES,
+            what=what, failed=failed, want_failed=want_failed, errored=errored,
+            nonzero=sorted(t for t, r in results.items() if r.returncode != 0),
+            named=_workers(failed), killed=_workers(want_failed), noticers=_workers(errored),
+        )  # fmt: skip
+    noticed = dict(expect_kind(got[1], Mapping, "noticed as a dict {task: seconds}", what=what))
     keys = sorted(int(k) if isinstance(k, (int, np.integer)) else k for k in noticed)
-    if keys != noticed_tasks:
+    want_keys = sorted(want_noticed)
+    if keys != want_keys:
+        missing = [t for t in want_keys if t not in keys]
         dead = [k for k in keys if k in want_failed]
-        if dead:
-            raise Wrong(
-                f"for {what}: noticed has an entry for {_workers(dead)}, which was killed and "
-                "noticed nothing",
-                "only the workers that reported an error noticed the failure",
-            )
-        missing = [t for t in noticed_tasks if t not in keys]
-        raise Wrong(
-            expected_got(noticed_tasks, keys, f"the workers in noticed, for {what}")
-            + (f"; {_workers(missing)} reported an error too" if missing else ""),
-            "one entry for every worker that reported an error, the failed ones left out",
-        )
-    for t in noticed_tasks:
-        want = want_noticed[t]
+        diagnose(
+            NOTICED_MISTAKES,
+            what=what, keys=keys, want_keys=want_keys, dead=_workers(dead) if dead else "",
+            missing=f"; {_workers(missing)} reported an error too" if missing else "",
+        )  # fmt: skip
+    for t in want_keys:
         try:
             value = float(as_array(noticed[t]))
         except (TypeError, ValueError):
             raise Wrong(
                 f"for {what}: noticed[{t}] is {short(noticed[t])}, not a number of seconds"
             ) from None
-        if abs(value - want) <= TIME_ATOL:
-            continue
-        who = f"for worker {t} of {what}"
-        if abs(value - (want + killed_at)) <= 1e-3:
-            raise Wrong(
-                f"{who}: you returned the stamp of its error, a reading of time.monotonic(), "
-                "not the seconds since the kill",
-                "the task asks for seconds from the kill, not a moment",
-            )
-        if value > 1e8:
-            raise Wrong(
-                f"{who}: you returned a number the size of a time.time() reading; the events "
-                "and killed_at come from time.monotonic(), another clock",
-                "use the stamps you are given, of one clock: the error event's and the kill's",
-            )
-        if value >= called_at - killed_at - 1e-3:
-            raise Wrong(
-                f"{who}: you measured up to when your function ran (about "
-                f"{called_at - killed_at:.0f} s after the kill here), not up to the worker's error",
-                "the moment a worker noticed is stamped in its error event",
-            )
-        raise Wrong(
-            f"{who}: expected {want:.4f} s from the kill to its error, got {value:.4f}",
-            "from the kill to the worker's error: look at which stamps you subtract",
-        )
+        if abs(value - want_noticed[t]) > TIME_ATOL:
+            diagnose(
+                SECONDS_MISTAKES,
+                who=f"for worker {t} of {what}", value=value, want=want_noticed[t],
+                killed_at=killed_at, after=called_at - killed_at,
+            )  # fmt: skip
 
 
 #: Task 2's made-up runs: (description, workers, killed, seconds each survivor took).
@@ -524,12 +494,13 @@ MADE_UP = (
 
 
 def _real_kill(launcher: Any, num_workers: int, timeout: float):
-    """A real run of ``num_workers`` workers whose chief the checker kills after step
-    :data:`KILL_AFTER`; returns ``(results, killed_at)``."""
+    """``(results, killed_at)`` of a real run whose chief the checker kills after step
+    :data:`KILL_AFTER`."""
     from dtf.multiworker import TrainConfig
 
-    config = TrainConfig(steps=KILL_STEPS, pause_task=0, pause_after=KILL_AFTER)
-    run = launcher.run(config, num_workers)
+    run = launcher.run(
+        TrainConfig(steps=KILL_STEPS, pause_task=0, pause_after=KILL_AFTER), num_workers
+    )
     try:
         run.wait_for("paused", 0, timeout=timeout)
         killed_at = run.kill(0)
@@ -539,34 +510,31 @@ def _real_kill(launcher: Any, num_workers: int, timeout: float):
             run.stop()
     failed, noticed = truth(results, killed_at)
     if failed != [0] or sorted(noticed) != list(range(1, num_workers)):
-        states = "; ".join(f"worker {t} {r.status}" for t, r in results.items())
-        raise RuntimeError(f"the checker's run did not fail as planned ({states})")
+        raise RuntimeError(f"the checker's run did not fail as planned ({_states(results)})")
     return results, killed_at
+
+
+def _ask(answer: Any, results: dict, killed_at: float, what: str, hint: str) -> None:
+    called_at = time.monotonic()
+    got = call_function(answer, results, killed_at, hints=(("raised", hint),), where=what)
+    _compare_diagnosis(got, results, killed_at, called_at, what)
 
 
 @task(LAB, 2, references=("dtf.checks.lab06.truth",))
 def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -> str:
-    """``diagnose(results, killed_at) -> (failed, noticed)``: ``failed`` the sorted tasks
-    ended by a signal, ``noticed`` ``{task: seconds}`` from ``killed_at`` to the error of
-    every other worker that reported one. Called on the two :data:`MADE_UP` runs, then on a
-    real run of ``num_workers`` workers in which the checker kills the chief (worker 0)."""
+    """``diagnose(results, killed_at) -> (failed, noticed)``, compared with :func:`truth` on
+    the :data:`MADE_UP` runs, then on a real run whose chief (worker 0) the checker kills."""
     n = whole_number("num_workers", num_workers, minimum=2, maximum=8)
     hint = (
         "results maps each task to a WorkerResult: .returncode, .status, .error (its last "
         "error event, or None), .events"
     )
-    raised = (("raised", hint),)
     for what, workers, killed, delays in MADE_UP:
         killed_at = time.monotonic() - MADE_UP_AGO_S
-        results = made_up_results(workers, killed, delays, killed_at)
-        called_at = time.monotonic()
-        got = call_function(answer, results, killed_at, hints=raised, where=what)
-        _compare_diagnosis(got, results, killed_at, called_at, what)
+        _ask(answer, made_up_results(workers, killed, delays, killed_at), killed_at, what, hint)
     results, killed_at = _real_kill(launcher, n, timeout)
-    what = f"a real run of {_tasks(n)} whose chief the checker killed"
-    called_at = time.monotonic()
-    got = call_function(answer, results, killed_at, hints=raised, where=what)
-    _compare_diagnosis(got, results, killed_at, called_at, what)
+    what = f"a real run of {plural(n, 'worker')} whose chief the checker killed"
+    _ask(answer, results, killed_at, what, hint)
     slowest = max(truth(results, killed_at)[1].values())
     pace = (
         f"every survivor noticed within {DETECT_WITHIN_S:g} s"
@@ -574,35 +542,29 @@ def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -
         else f"the survivors took more than {DETECT_WITHIN_S:g} s here (a busy machine)"
     )
     return (
-        f"right for two made-up runs and for a real run of {_tasks(n)} in which the checker "
-        f"killed the chief: you named it, and {pace}, as your numbers say"
+        f"right for two made-up runs and for a real run of {plural(n, 'worker')} in which the "
+        f"checker killed the chief: you named it, and {pace}, as your numbers say"
     )
 
 
 # --------------------------------------------------------------------------- task 3
 
 
-def _reference_ids(x, y, global_batch: int, seed: int, batches: int) -> list[np.ndarray]:
-    """The example numbers of the first ``batches`` batches of the workers' stream."""
-    from dtf.multiworker import global_batches
-
-    return [yb.numpy() for _, yb in global_batches(x, y, global_batch, seed).take(batches)]
+def _ids(stream, batches: int) -> list[np.ndarray]:
+    return [yb.numpy() for _, yb in stream.take(batches)]
 
 
 def _batch_before_repeat(x, y, g: int, seed: int, skip: int, batches: int) -> list[np.ndarray]:
     """The workers' stream with ``batch`` before ``repeat``: the end of every epoch dropped."""
     import tensorflow as tf
 
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(
-        len(x), seed=seed, reshuffle_each_iteration=True
-    )
-    ds = ds.batch(g, drop_remainder=True).repeat().skip(skip)
-    return [yb.numpy() for _, yb in ds.take(batches)]
+    ds = tf.data.Dataset.from_tensor_slices((x, y))
+    ds = ds.shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+    return _ids(ds.batch(g, drop_remainder=True).repeat().skip(skip), batches)
 
 
 def _skips_before_shuffling(stream: Any) -> bool:
-    """Whether ``stream`` skips elements before it shuffles them (its chain of datasets, read
-    from the last one back to the arrays)."""
+    """Whether ``stream``'s chain of datasets skips elements before it shuffles them."""
     kinds = []
     while stream is not None:
         kinds.append(type(stream).__name__)
@@ -628,125 +590,140 @@ def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
             f"for {what}: expected a tf.data.Dataset, got {short(stream)}",
             "the task asks for the tf.data.Dataset itself",
         )
-    found = []
-    for element in stream.take(batches):
-        if not isinstance(element, (tuple, list)) or len(element) != 2:
-            raise Wrong(
-                f"for {what}: each element must be a pair (x, y), got {short(element)}",
-                "each element is a pair: a batch of x, then its labels",
-            )
-        xb, yb = as_array(element[0]), as_array(element[1])
-        if xb.ndim != 2 or yb.shape != (xb.shape[0],):
-            raise Wrong(
-                f"for {what}: expected batches of x of shape (examples, features) and y of "
-                f"shape (examples,), got {xb.shape} and {yb.shape}",
-                "each element of the stream is a global batch of (x, y) pairs",
-            )
-        if not np.array_equal(xb[:, 0].astype(np.int64), yb):
-            raise Wrong(
-                f"for {what}: the labels no longer belong to their examples",
-                "keep x and y together in one dataset",
-            )
-        found.append(yb)
-    return found
+    together = "keep x and y together in one dataset"
+    return [numbered_labels(element, what, together) for element in stream.take(batches)]
 
 
 def _offset(flat: np.ndarray, batch: np.ndarray) -> int | None:
     """Where ``batch`` starts in ``flat``, or ``None``."""
-    g = len(batch)
-    if g == 0 or len(flat) < g:
+    if len(batch) == 0 or len(flat) < len(batch):
         return None
-    windows = np.lib.stride_tricks.sliding_window_view(flat, g)
+    windows = np.lib.stride_tricks.sliding_window_view(flat, len(batch))
     hits = np.flatnonzero((windows == batch).all(axis=1))
     return int(hits[0]) if len(hits) else None
 
 
+def _skipped_batches(x, y, g: int, seed: int, r: int, got: list) -> bool:
+    """Whether ``got`` starts ``r × g`` batches into the workers' stream."""
+    from dtf.multiworker import global_batches
+
+    if not 0 < r * g * g <= FAR_EXAMPLES:
+        return False
+    far = _ids(global_batches(x, y, g, seed, skip=r * g), 1)
+    return bool(far) and np.array_equal(far[0], got[0])
+
+
+_COUNT_BATCHES = "each step trained on one global batch: count what you skip in batches"
+
+#: Task 3: the known wrong streams, over the facts of :func:`_check_stream` (``start``: where
+#: the learner's first batch starts in the workers' stream, in examples; ``batch``: in batches).
+STREAM_MISTAKES = (
+    Mistake(
+        lambda stream, **_: _skips_before_shuffling(stream),
+        "for {what}: your stream leaves out examples before it shuffles them, so it skips "
+        "examples of the arrays, not the batches the restored steps trained on (and what "
+        "remains is shuffled into other batches)",
+        "the restored steps trained on batches of the shuffled stream: look at where your skip "
+        "stands in it",
+    ),
+    Mistake(
+        lambda got, k, **_: len(got) < k,
+        "for {what}: the stream ended after {count} batch(es)",
+        "training goes on for many epochs: the workers' stream never ends",
+    ),
+    Mistake(
+        lambda got, g, **_: any(len(b) != g for b in got),
+        "for {what}: batches of {size} examples, expected global batches of {g}",
+        "each element of the stream is one global batch",
+    ),
+    Mistake(
+        lambda got, x, y, g, seed, r, k, **_: _same(_batch_before_repeat(x, y, g, seed, r, k), got),
+        "for {what}: your batches leave out the last examples of every epoch: batch() before "
+        "repeat() drops each epoch's remainder, the workers' stream does not",
+        "the workers' stream, shown above the task, repeats before it batches: a global batch "
+        "may span two epochs",
+    ),
+    Mistake(
+        lambda start, got, x, y, g, seed, r, **_: (
+            start is None and _skipped_batches(x, y, g, seed, r, got)
+        ),
+        "for {what}: your stream starts with batch {far}: you skipped restored_step × "
+        "global_batch = {skipped} batches; after batch() skip() counts batches",
+        _COUNT_BATCHES,
+    ),
+    Mistake(
+        lambda start, **_: start is None,
+        "for {what}: your first batch is none of the workers' first {read} batches: it is not "
+        "their stream",
+        "the restarted workers build the stream shown above the task, the same seeded one, and "
+        "leave out what was trained on: compare yours with it",
+    ),
+    Mistake(
+        lambda start, g, **_: start % g,
+        "for {what}: your stream starts {start} examples into the workers' stream, inside a "
+        "batch: skip() before batch() counts examples",
+        _COUNT_BATCHES,
+    ),
+    Mistake(
+        lambda batch, r, **_: batch == r,
+        "for {what}: your first batch is right, but batch {bad} of your stream is not the "
+        "workers' next one",
+        "your stream drifts from the workers' after its first batch: look at what comes after "
+        "your skip",
+    ),
+    Mistake(
+        lambda batch, **_: batch == 0,
+        "for {what}: your stream starts with the first batch of the run again: the restarted "
+        "workers would train steps {r1}, {r2}, ... on batches 1, 2, ... a second time, and "
+        "never on the batches of steps {r1} onwards of the uninterrupted run",
+        "the restarted workers must leave out the batches the restored steps trained on",
+    ),
+    Mistake(
+        lambda batch, r, **_: abs(batch - r) == 1,
+        "for {what}: your stream starts with batch {batch1} of the workers' stream; the next "
+        "step, {r1}, trains on batch {r1}",
+        "steps 1 to restored_step trained on exactly restored_step batches: count again",
+    ),
+    Mistake(
+        lambda **_: True,
+        "for {what}: your stream starts with batch {batch1} of the workers' stream; the next "
+        "step, {r1}, trains on batch {r1}",
+        "one batch per step trained: count again",
+    ),
+)
+
+
 def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> None:
+    """The learner's stream against the workers' (numbered examples), batch by batch."""
+    from dtf.multiworker import global_batches
+
     g, r, k = global_batch, restored, STREAM_BATCHES
     what = f"a global batch of {g} resumed after step {r}"
     x, y = numbered(STREAM_EXAMPLES)
     hint = "build the workers' stream, then skip what the restored steps trained on"
     stream = call_function(answer, x, y, g, seed, r, hints=(("raised", hint),), where=what)
     got = _learner_ids(stream, k, what)
-    reference = _reference_ids(x, y, g, seed, r + k + 2)
+    reference = _ids(global_batches(x, y, g, seed), r + k + 2)
     expected = reference[r : r + k]
     if _same(expected, got):
         return
-    if _skips_before_shuffling(stream):
-        raise Wrong(
-            f"for {what}: your stream leaves out examples before it shuffles them, so it "
-            "skips examples of the arrays, not the batches the restored steps trained on "
-            "(and what remains is shuffled into other batches)",
-            "the restored steps trained on batches of the shuffled stream: look at where "
-            "your skip stands in it",
-        )
-    if len(got) < k:
-        raise Wrong(
-            f"for {what}: the stream ended after {len(got)} batch(es)",
-            "training goes on for many epochs: the workers' stream never ends",
-        )
-    if any(len(b) != g for b in got):
-        raise Wrong(
-            f"for {what}: batches of {len(got[0])} examples, expected global batches of {g}",
-            "each element of the stream is one global batch",
-        )
-    if _same(_batch_before_repeat(x, y, g, seed, r, k), got):
-        raise Wrong(
-            f"for {what}: your batches leave out the last examples of every epoch: batch() "
-            "before repeat() drops each epoch's remainder, the workers' stream does not",
-            "the workers' stream, shown above the task, repeats before it batches: a global "
-            "batch may span two epochs",
-        )
-    flat = np.concatenate(reference)
-    start = _offset(flat, got[0])
-    if start is None and 0 < r * g * g <= FAR_EXAMPLES:
-        from dtf.multiworker import global_batches
-
-        far = [yb.numpy() for _, yb in global_batches(x, y, g, seed, skip=r * g).take(1)]
-        if far and np.array_equal(far[0], got[0]):
-            raise Wrong(
-                f"for {what}: your stream starts with batch {r * g + 1}: you skipped "
-                f"restored_step × global_batch = {r * g} batches; after batch() skip() "
-                "counts batches",
-                "each step trained on one global batch: count what you skip in batches",
-            )
-    if start is None:
-        raise Wrong(
-            f"for {what}: your first batch is none of the workers' first {r + k + 2} batches: "
-            "it is not their stream",
-            "the restarted workers build the stream shown above the task, the same seeded "
-            "one, and leave out what was trained on: compare yours with it",
-        )
-    if start % g:
-        raise Wrong(
-            f"for {what}: your stream starts {start} examples into the workers' stream, inside "
-            "a batch: skip() before batch() counts examples",
-            "each step trained on one global batch: count what you skip in batches",
-        )
-    batch = start // g
-    if batch == r:
-        bad = next(j for j in range(k) if not np.array_equal(expected[j], got[j]))
-        raise Wrong(
-            f"for {what}: your first batch is right, but batch {bad + 1} of your stream is not "
-            "the workers' next one",
-            "your stream drifts from the workers' after its first batch: look at what comes "
-            "after your skip",
-        )
-    if batch == 0:
-        raise Wrong(
-            f"for {what}: your stream starts with the first batch of the run again: the "
-            f"restarted workers would train steps {r + 1}, {r + 2}, ... on batches 1, 2, ... a "
-            f"second time, and never on the batches of steps {r + 1} onwards of the "
-            "uninterrupted run",
-            "the restarted workers must leave out the batches the restored steps trained on",
-        )
-    raise Wrong(
-        f"for {what}: your stream starts with batch {batch + 1} of the workers' stream; the "
-        f"next step, {r + 1}, trains on batch {r + 1}",
-        "steps 1 to restored_step trained on exactly restored_step batches: count again"
-        if abs(batch - r) == 1
-        else "one batch per step trained: count again",
+    start = _offset(np.concatenate(reference), got[0]) if got else None
+    batch = None if start is None else start // g
+    bad = next(
+        (
+            j
+            for j, (e, h) in enumerate(zip(expected, got, strict=False))
+            if not np.array_equal(e, h)
+        ),
+        0,
     )
+    diagnose(
+        STREAM_MISTAKES,
+        what=what, stream=stream, got=got, x=x, y=y, g=g, r=r, k=k, seed=seed, start=start,
+        batch=batch, batch1=None if batch is None else batch + 1, bad=bad + 1,
+        count=len(got), size=len(got[0]) if got else 0, far=r * g + 1, skipped=r * g,
+        read=r + k + 2, r1=r + 1, r2=r + 2,
+    )  # fmt: skip
 
 
 def _fresh(seed: int):
@@ -772,13 +749,13 @@ def _train(model, optimizer, stream, steps: int, global_batch: int) -> None:
 
 @functools.lru_cache(maxsize=4)
 def _uninterrupted(steps: int, global_batch: int, seed: int) -> tuple:
-    """The weights after ``steps`` uninterrupted steps on the workers' stream, one process
-    (the same global batches: notebook 11 shows the workers match it to round-off)."""
+    """The weights after ``steps`` uninterrupted steps on the workers' stream, in one process
+    (notebook 11 shows the workers match it to round-off)."""
     from dtf.multiworker import digits_arrays, global_batches
 
-    x, y = digits_arrays()
     model, optimizer = _fresh(seed)
-    _train(model, optimizer, global_batches(x, y, global_batch, seed), steps, global_batch)
+    stream = global_batches(*digits_arrays(), global_batch, seed)
+    _train(model, optimizer, stream, steps, global_batch)
     weights = tuple(model.get_weights())
     for w in weights:
         w.setflags(write=False)
@@ -786,59 +763,48 @@ def _uninterrupted(steps: int, global_batch: int, seed: int) -> tuple:
 
 
 def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: int) -> float:
-    """Train ``restored`` steps, checkpoint, restore into a fresh model and optimizer, and
-    train the remaining steps on the learner's stream; returns the largest difference from
-    an uninterrupted run."""
+    """Train ``restored`` steps, checkpoint, restore into fresh objects, train on the learner's
+    stream to ``steps``: the largest difference from an uninterrupted run."""
     import tensorflow as tf
 
     from dtf.multiworker import digits_arrays, global_batches
 
     x, y = digits_arrays()
     model, optimizer = _fresh(seed)
-    step = tf.Variable(0, dtype=tf.int64)
     _train(model, optimizer, global_batches(x, y, global_batch, seed), restored, global_batch)
-    step.assign(restored)
+    step = tf.Variable(restored, dtype=tf.int64)
     with tempfile.TemporaryDirectory(prefix="dtf-lab06-") as tmp:
         path = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).save(
             os.path.join(tmp, "ckpt")
         )
         model, optimizer = _fresh(seed)  # a restarted worker: fresh objects, then restore
         step = tf.Variable(0, dtype=tf.int64)
-        tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(
-            path
-        ).assert_consumed()
+        restore = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
+        restore.assert_consumed()
     start = int(step.numpy())
     raised = (("raised", "build the workers' stream, then skip"),)
     where = f"the digits resumed after step {start}"
     stream = call_function(answer, x, y, global_batch, seed, start, hints=raised, where=where)
     _train(model, optimizer, stream, steps - start, global_batch)
-    worst = 0.0
-    hint = "your stream must continue the workers' stream exactly where the checkpoint left it"
-    for i, (want, have) in enumerate(
-        zip(_uninterrupted(steps, global_batch, seed), model.get_weights(), strict=True)
-    ):
-        worst = max(
-            worst,
-            expect_close(
-                want,
-                have,
-                what=f"weight array {i} after resuming at step {start} and training to step "
-                f"{steps} (vs. an uninterrupted run)",
-                atol=RESUME_ATOL,
-                hint=hint,
-            ),
-        )
-    return worst
+    names = [
+        f"weight array {i} after resuming at step {start} and training to step {steps} (vs. an "
+        "uninterrupted run)"
+        for i in range(len(model.get_weights()))
+    ]
+    return expect_weights(
+        _uninterrupted(steps, global_batch, seed),
+        model.get_weights(),
+        names,
+        RESUME_ATOL,
+        "your stream must continue the workers' stream exactly where the checkpoint left it",
+    )
 
 
 @task(LAB, 3, references=("dtf.multiworker.global_batches(skip)",))
 def task3(answer: Any, global_batch: int, restored_step: int, steps: int, seed: int = 42) -> str:
-    """``resumed_batches(x, y, global_batch, seed, restored_step) -> tf.data.Dataset``: the
-    workers' stream of global batches (:func:`dtf.multiworker.global_batches`) from the
-    first batch not trained yet. Compared batch by batch on :data:`STREAM_EXAMPLES`
-    numbered examples for the lab's case and :data:`STREAM_CASES`; then training restored
-    from a step-``restored_step`` checkpoint and continued on it to ``steps`` must end with
-    the weights of an uninterrupted run."""
+    """``resumed_batches(x, y, global_batch, seed, restored_step) -> tf.data.Dataset``: compared
+    batch by batch with the workers' stream for the lab's case and :data:`STREAM_CASES`; then
+    training restored from a checkpoint and continued on it must end as an uninterrupted run."""
     g = whole_number("global_batch", global_batch, minimum=1)
     steps = whole_number("steps", steps, minimum=1)
     r = whole_number("restored_step", restored_step, minimum=0, maximum=steps - 1)
@@ -847,8 +813,7 @@ def task3(answer: Any, global_batch: int, restored_step: int, steps: int, seed: 
     for case_g, case_r in cases:
         _check_stream(answer, case_g, case_r, seed)
     _resume_on(answer, g, r, steps, seed)
-    shown = [f"step {cr} (batches of {cg})" for cg, cr in cases]
-    shown = ", ".join(shown[:-1]) + " and " + shown[-1]
+    shown = listed([f"step {cr} (batches of {cg})" for cg, cr in cases])
     return (
         f"resumed after {shown}, your stream starts at the first batch not trained yet; "
         f"restored from a step-{r} checkpoint and trained on it to step {steps}, the model "
@@ -860,26 +825,16 @@ def task3(answer: Any, global_batch: int, restored_step: int, steps: int, seed: 
 
 
 class TooManyRuns(BaseException):
-    """Raised by :class:`FailingLauncher` for a run beyond the restarts allowed. A
-    ``BaseException``, so that a supervisor's ``except Exception`` cannot swallow it and
-    loop forever."""
+    """A run beyond the restarts allowed: a ``BaseException``, so that a supervisor's
+    ``except Exception`` cannot swallow it and loop forever."""
 
 
 class FailingLauncher:
-    """The lab's launcher as the learner's supervisor sees it in :func:`task4`: it starts
-    runs on the real launcher, and kills worker ``victim`` after step ``fail_at`` of the
-    first run (``every_run``: of every run), as a crash would. It starts at most
-    ``max_runs`` runs. Everything else is the real launcher's."""
+    """The lab's launcher as the learner's supervisor sees it: it kills worker ``victim``
+    after step ``fail_at`` of the first run (``every_run``: of every run), as a crash would,
+    and starts at most ``max_runs`` runs."""
 
-    def __init__(
-        self,
-        launcher: Any,
-        victim: int,
-        fail_at: int,
-        max_runs: int,
-        timeout: float,
-        every_run: bool = False,
-    ):
+    def __init__(self, launcher, victim, fail_at, max_runs, timeout, every_run=False):
         self._launcher = launcher
         self.victim, self.fail_at, self.max_runs = victim, fail_at, max_runs
         self.timeout, self.every_run = timeout, every_run
@@ -911,9 +866,7 @@ class FailingLauncher:
         run = self._launcher.run(started, num_workers)
         self.runs.append((run, config, num_workers))
         if fail:
-            thread = threading.Thread(
-                target=self._kill, args=(run,), daemon=True, name="dtf-lab06-kill"
-            )
+            thread = threading.Thread(target=self._kill, args=(run,), daemon=True)
             thread.start()
             self._threads.append(thread)
         return run
@@ -943,47 +896,33 @@ class FailingLauncher:
 
 
 class MadeUpLauncher:
-    """A launcher that starts no process: its runs end with the results of ``script``, for
-    endings a real run gives rarely (:func:`_chief_alone`)."""
+    """A launcher that starts no process: its runs end with the results of ``script``."""
 
     def __init__(self, script: list[dict]) -> None:
-        self.script, self.runs = script, []
+        self.script, self.runs, self.max_runs, self.refused = script, [], len(script), 0
 
     def run(self, config: Any, num_workers: int) -> Any:
         if len(self.runs) == len(self.script):
             raise TooManyRuns(f"the checker's launcher starts at most {len(self.script)} runs here")
-        done = self.script[len(self.runs)]  # a run that started nothing: its results are made up
+        done = self.script[len(self.runs)]
         run = SimpleNamespace(
             running=False, wait=lambda timeout=None: done, results=lambda: done, stop=lambda: None
         )
         self.runs.append((run, config, num_workers))
         return run
 
-
-def _chief_alone(num_workers: int) -> list[dict]:
-    """Two made-up runs: in the first, the chief exits with code 0 and the last worker is
-    killed; in the second, every worker exits with code 0."""
-    from dtf.multiworker import WorkerResult
-
-    first = {t: WorkerResult(t, 0) for t in range(num_workers)}
-    first[num_workers - 1] = WorkerResult(num_workers - 1, -9)
-    return [first, {t: WorkerResult(t, 0) for t in range(num_workers)}]
+    def close(self) -> None:
+        pass
 
 
 def _supervise(
-    answer: Any,
-    failing: FailingLauncher,
-    config: Any,
-    num_workers: int,
-    max_restarts: int,
-    timeout: float,
-    what: str,
-    allow_raise: bool = False,
+    answer, failing, config, n: int, max_restarts: int, timeout, what, allow_raise=False
 ):
-    """Call the learner's supervisor with ``failing``; returns ``(returned, raised)``."""
+    """Call the learner's supervisor with ``failing``: ``(returned, why it stopped)``, the
+    latter None, "too many", or (``allow_raise``) the message it raised once every run ran."""
     raised = (("raised", "the text of Task 4 lists the launcher's and run's methods you need"),)
     try:
-        args = (failing, config, num_workers, max_restarts, timeout)
+        args = (failing, config, n, max_restarts, timeout)
         return call_function(answer, *args, hints=raised, where=what), None
     except TooManyRuns:
         return None, "too many"
@@ -992,8 +931,20 @@ def _supervise(
             return None, exc.detail
         raise
     finally:
-        if hasattr(failing, "close"):
-            failing.close()
+        failing.close()
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, without its contents (results hold time stamps)."""
+    from dtf.multiworker import WorkerRun
+
+    if isinstance(value, Mapping):
+        return "a dict: the results of one run"
+    if isinstance(value, WorkerRun):
+        return "a WorkerRun, not its results"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)}"
+    return "None" if value is None else f"a {type(value).__name__}"
 
 
 def _check_returned(returned: Any, runs: list, what: str) -> None:
@@ -1005,51 +956,30 @@ def _check_returned(returned: Any, runs: list, what: str) -> None:
             hint,
         )
     for i, (got, (run, _, _)) in enumerate(zip(returned, runs, strict=True)):
-        want = {t: r.returncode for t, r in run.results().items()}
         try:
             have = {int(t): r.returncode for t, r in dict(got).items()}
         except (TypeError, ValueError, AttributeError):
+            have = None
+        if have != {t: r.returncode for t, r in run.results().items()}:
+            shown = "not" if have is not None else f"{_kind(got)}, not"
             raise Wrong(
-                f"for {what}: item {i} of your list is {_kind(got)}, not the results of "
-                f"run {i + 1}",
-                hint,
-            ) from None
-        if have != want:
-            raise Wrong(
-                f"for {what}: item {i} of your list is not the results of run {i + 1}", hint
+                f"for {what}: item {i} of your list is {shown} the results of run {i + 1}", hint
             )
-
-
-def _kind(value: Any) -> str:
-    """What ``value`` is, without its contents (results hold time stamps: a verdict must read
-    the same every time)."""
-    from dtf.multiworker import WorkerRun
-
-    if value is None:
-        return "None"
-    if isinstance(value, Mapping):
-        return "a dict: the results of one run"
-    if isinstance(value, WorkerRun):
-        return "a WorkerRun, not its results"
-    if isinstance(value, (list, tuple)):
-        return f"a {type(value).__name__} of {len(value)}"
-    return f"a {type(value).__name__}"
 
 
 def _config_change(given: Any, used: Any) -> str | None:
     """The fields in which ``used`` differs from ``given``, or ``None``."""
     if not dataclasses.is_dataclass(used) or type(used) is not type(given):
         return f"a {type(used).__name__} instead of the TrainConfig it was given"
-    changed = [
-        f.name for f in dataclasses.fields(given) if getattr(given, f.name) != getattr(used, f.name)
-    ]
-    return ", ".join(changed) if changed else None
+    fields = dataclasses.fields(given)
+    return (
+        ", ".join(f.name for f in fields if getattr(given, f.name) != getattr(used, f.name)) or None
+    )
 
 
-def _check_restart(
-    failing: FailingLauncher, config: Any, num_workers: int, steps: int, fail_at: int, what: str
-) -> tuple[int, str]:
-    """Case 1's checks on the runs; returns the restored step and a note."""
+def _check_restart(failing: FailingLauncher, config, n: int, steps: int, fail_at: int, what):
+    """Case 1's runs: run 1 failed, run 2 restarted every worker with the same config, from the
+    chief's latest checkpoint, and ended with an uninterrupted run's weights; a note."""
     runs = failing.runs
     if not runs:
         raise Wrong(
@@ -1057,17 +987,16 @@ def _check_restart(
             "start the workers with the launcher your function receives",
         )
     for i, (_, used, workers) in enumerate(runs):
-        change = _config_change(config, used)
-        if change:
+        if change := _config_change(config, used):
             raise Wrong(
-                f"for {what}: run {i + 1} was started with another configuration "
-                f"({change} changed)",
+                f"for {what}: run {i + 1} was started with another configuration ({change} "
+                "changed)",
                 "the restarted workers look for the chief's latest checkpoint in the "
                 "checkpoint_dir of the config your function received",
             )
-        if workers != num_workers:
+        if workers != n:
             raise Wrong(
-                f"for {what}: run {i + 1} had {_tasks(workers)}, the job has {num_workers}",
+                f"for {what}: run {i + 1} had {plural(workers, 'worker')}, the job has {n}",
                 "restart every worker, with the same num_workers: a synchronous job cannot go on "
                 "with a worker missing, nor take a new one into a running all-reduce",
             )
@@ -1080,19 +1009,18 @@ def _check_restart(
             )
         problems = "; ".join(failing.problems or ["it never paused"])
         raise RuntimeError(f"the checker could not kill worker {failing.victim}: {problems}")
-    first = runs[0][0].results()
+    first = runs[0][0]
     if len(runs) == 1:
         raise Wrong(
-            f"for {what}: the run failed ({_states(first)}) and your function did not start "
-            "the workers again",
-            "a run in which any worker did not exit with code 0 failed: what does a "
-            "synchronous job need after a failure?",
+            f"for {what}: the run failed ({_states(first.results())}) and your function did not "
+            "start the workers again",
+            "a run in which any worker did not exit with code 0 failed: what does a synchronous "
+            "job need after a failure?",
         )
-    second = runs[1][0].results()
-    if not all(r.returncode == 0 for r in second.values()):
+    second = runs[1][0]
+    if not all(r.returncode == 0 for r in second.results().values()):
         raise Wrong(
-            f"for {what}: the restarted run did not finish: "
-            + "; ".join(f"worker {t} {r.status}" for t, r in second.items()),
+            f"for {what}: the restarted run did not finish: {_states(second.results())}",
             "a run's workers are done only once waiting for the run has returned",
         )
     if len(runs) > 2:
@@ -1101,61 +1029,53 @@ def _check_restart(
             f"function started {len(runs) - 2} more",
             "a run in which every worker exited with code 0 succeeded: the job is done",
         )
-    saved = [e["step"] for e in runs[0][0].events_of(0, "checkpoint")]
-    expected = max(saved) if saved else 0
-    second_run = runs[1][0]
-    for t in second_run.tasks:
-        restored = second_run.events_of(t, "restored")
+    saved = max([e["step"] for e in first.events_of(0, "checkpoint")], default=0)
+    reference = _uninterrupted(steps, config.per_worker_batch * n, config.seed)
+    for t in second.tasks:
+        restored = second.events_of(t, "restored")
         got = restored[0]["step"] if restored else 0
-        if got != expected:
+        if got != saved:
             raise Wrong(
-                expected_got(
-                    expected, got, f"the step worker {t} resumed from in run 2, for {what}"
-                ),
+                expected_got(saved, got, f"the step worker {t} resumed from in run 2, for {what}"),
                 "the restarted workers restore the chief's latest checkpoint from the "
                 "checkpoint_dir of the config they are started with",
             )
-        if expected:
-            _, restored_weights = second_run.weights("restored", t)
-            _, saved_weights = runs[0][0].weights(f"checkpoint-{expected}", 0)
-            if not all(
-                np.array_equal(a, b) for a, b in zip(saved_weights, restored_weights, strict=True)
-            ):
-                raise Wrong(
-                    f"for {what}: worker {t} restored other weights than the chief's "
-                    f"step-{expected} checkpoint holds"
-                )
-    reference = _uninterrupted(steps, config.per_worker_batch * num_workers, config.seed)
-    for t in second_run.tasks:
-        step, final = second_run.weights("final", t)
-        for i, (want, have) in enumerate(zip(reference, final, strict=True)):
-            expect_close(
-                want,
-                have,
-                what=f"worker {t}'s weight array {i} at step {step} (vs. an uninterrupted run)",
-                atol=WEIGHT_TOL,
-                hint="the restart must be every worker, with the same config, once the failed "
-                "run has ended",
+        if saved and not _same(
+            first.weights(f"checkpoint-{saved}", 0)[1], second.weights("restored", t)[1]
+        ):
+            raise Wrong(
+                f"for {what}: worker {t} restored other weights than the chief's step-{saved} "
+                "checkpoint holds"
             )
+        step, final = second.weights("final", t)
+        expect_weights(
+            reference,
+            final,
+            [
+                f"worker {t}'s weight array {i} at step {step} (vs. an uninterrupted run)"
+                for i in range(len(final))
+            ],
+            WEIGHT_TOL,
+            "the restart must be every worker, with the same config, once the failed run has ended",
+        )
     resumed = (
-        f"restored the step-{expected} checkpoint (step and weights equal to the checkpoint's, "
+        f"restored the step-{saved} checkpoint (step and weights equal to the checkpoint's, "
         "bit for bit)"
-        if expected
+        if saved
         else "found no checkpoint (none was written before the failure) and started from step 0"
     )
-    return expected, (
+    return (
         f"run 1 failed when the checker killed worker {failing.victim} after step {fail_at}; "
-        f"run 2 restarted {'both workers' if num_workers == 2 else f'all {num_workers} workers'}, "
-        f"which {resumed} and trained to step {steps}, "
-        f"ending with the weights of an uninterrupted run (to {WEIGHT_TOL:g})"
+        f"run 2 restarted {'both workers' if n == 2 else f'all {n} workers'}, which {resumed} "
+        f"and trained to step {steps}, ending with the weights of an uninterrupted run (to "
+        f"{WEIGHT_TOL:g})"
     )
 
 
 def _fresh_dir(launcher: Any) -> str:
     where = getattr(launcher, "workdir", None)
-    return tempfile.mkdtemp(
-        prefix="lab06-checkpoints-", dir=where if where and os.path.isdir(where) else None
-    )
+    where = where if where and os.path.isdir(where) else None
+    return tempfile.mkdtemp(prefix="lab06-checkpoints-", dir=where)
 
 
 @task(LAB, 4)
@@ -1170,13 +1090,10 @@ def task4(
     fail_at_step: int,
     timeout: float = 60.0,
 ) -> str:
-    """``supervise(launcher, config, num_workers, max_restarts, timeout) -> [results, ...]``:
-    run ``config`` until every worker exits with code 0, restarting all of them after a
-    failure, at most ``max_restarts`` times. Case 1: a :class:`FailingLauncher` kills the
-    last worker after ``fail_at_step``; the restart must restore the chief's latest
-    checkpoint bit for bit and end with an uninterrupted run's weights (:data:`WEIGHT_TOL`).
-    Case 2: a worker killed in every run: stop after ``max_restarts=1``. Last, a
-    :class:`MadeUpLauncher` run ends with the chief at code 0 and a worker killed: a failure."""
+    """``supervise(launcher, config, num_workers, max_restarts, timeout) -> [results, ...]``.
+    Case 1: a :class:`FailingLauncher` kills the last worker after ``fail_at_step``
+    (:func:`_check_restart`); case 2: a worker killed in every run, ``max_restarts=1``; last, a
+    :class:`MadeUpLauncher` run whose chief exits with code 0 while a worker was killed."""
     from dtf.multiworker import TrainConfig
 
     n = whole_number("num_workers", num_workers, minimum=2, maximum=8)
@@ -1185,6 +1102,7 @@ def task4(
     every = whole_number("checkpoint_every", checkpoint_every, minimum=1)
     victim = n - 1
     folders = [_fresh_dir(launcher), _fresh_dir(launcher)]
+    done = "a run in which every worker exited with code 0 succeeded: the job is done"
     try:
         config = TrainConfig(
             steps=steps,
@@ -1193,7 +1111,9 @@ def task4(
             checkpoint_every=every,
         )
         failing = FailingLauncher(launcher, victim, fail_at, MAX_RESTARTS + 1, timeout)
-        what = f"a run of {_tasks(n)} whose worker {victim} was killed after step {fail_at}"
+        what = (
+            f"a run of {plural(n, 'worker')} whose worker {victim} was killed after step {fail_at}"
+        )
         returned, refused = _supervise(answer, failing, config, n, MAX_RESTARTS, timeout, what)
         if refused:
             raise Wrong(
@@ -1202,7 +1122,7 @@ def task4(
                 "a run in which every worker exited with code 0 ends the job, and so does the "
                 "failure after max_restarts restarts",
             )
-        _, note = _check_restart(failing, config, n, steps, fail_at, what)
+        note = _check_restart(failing, config, n, steps, fail_at, what)
         _check_returned(returned, failing.runs, what)
         crash = TrainConfig(
             steps=CRASH_LOOP_STEPS,
@@ -1231,13 +1151,16 @@ def task4(
             )
         if raised is None:
             _check_returned(returned, loop.runs, what)
-        made_up = MadeUpLauncher(_chief_alone(n))
+        from dtf.multiworker import WorkerResult
+
+        killed = {t: WorkerResult(t, -9 if t == victim else 0) for t in range(n)}
+        made_up = MadeUpLauncher([killed, {t: WorkerResult(t, 0) for t in range(n)}])
         what = f"a made-up run whose chief exited with code 0 and worker {victim} was killed"
         returned, refused = _supervise(answer, made_up, config, n, MAX_RESTARTS, timeout, what)
         if refused:
             raise Wrong(
                 f"for {what}: your function started a third run, although the second succeeded",
-                "a run in which every worker exited with code 0 succeeded: the job is done",
+                done,
             )
         if len(made_up.runs) < 2:
             raise Wrong(

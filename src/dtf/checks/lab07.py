@@ -1,19 +1,10 @@
 """Checkers of Lab 07 · From a cluster file to a deployment (``labs/07_deployment_lab.ipynb``).
 
-The lab practises notebook 13c's ``dtf.deploy`` (one cluster file, many deployments) and the
-``TF_CONFIG`` of notebooks 07 and 11. Nothing here starts a server or touches the network. A
-``TF_CONFIG`` is judged by TensorFlow itself (:func:`tensorflow_view`: its resolver reads it,
-and its validation of strategy clusters must accept it); the other answers are compared with
-what :mod:`dtf.deploy` and :mod:`dtf.cluster.spec` compute, on the lab's inputs and on
-layouts of the checker's own. Importing this module imports no TensorFlow.
-
-1. :func:`task1`: the ``TF_CONFIG`` JSON of one task;
-2. :func:`task2`: what ``TFConfigClusterResolver`` reads from a ``TF_CONFIG``;
-3. :func:`task3`: the cluster spec inside Kubernetes;
-4. :func:`task4`: repair a hand-edited ``TFJob`` (:func:`break_tfjob`);
-5. :func:`task5` (optional): the ``TF_CONFIG`` a pod of an Indexed Job gets;
-6. :func:`task6`: name the fault of meaning in deployments that validate
-   (:func:`broken_deployments`).
+Tasks: 1 a task's ``TF_CONFIG``, 2 what ``TFConfigClusterResolver`` reads, 3 the cluster spec
+inside Kubernetes, 4 repair a hand-edited ``TFJob``, 5 (optional) an Indexed Job pod's
+``TF_CONFIG``, 6 the fault of meaning in deployments that validate. A ``TF_CONFIG`` is judged
+by TensorFlow itself (:func:`tensorflow_view`), the rest against :mod:`dtf.deploy` and
+:mod:`dtf.cluster.spec`, on the lab's inputs and the checker's own. Imports no TensorFlow.
 """
 
 from __future__ import annotations
@@ -31,7 +22,16 @@ from typing import Any
 from unittest import mock
 
 from dtf import deploy
-from dtf.checks.core import Wrong, call_function, expect_kind, expected_got, short, task
+from dtf.checks.core import (
+    Mistake,
+    Wrong,
+    call_function,
+    diagnose,
+    expect_kind,
+    expected_got,
+    short,
+    task,
+)
 from dtf.cluster.spec import (
     STRATEGY_JOBS,
     ClusterConfigError,
@@ -162,57 +162,95 @@ def _check_task(got: Any, want: dict, what: str) -> None:
             'TensorFlow reads task["type"] (the job\'s name) and task["index"]; '
             "job_name/task_index are TF1's command-line flags, not TF_CONFIG keys",
         )
-    kind = got["type"]
+    kind, number = got["type"], got["index"]
     if kind != job:
-        if isinstance(kind, str) and kind.lower() == job:
-            hint = (
-                f"{kind!r} is how a TFJob names the replica type; TensorFlow's job name is "
-                f"{job!r}, as in the cluster (a server asked for {kind!r} fails: Job "
-                f'"{kind}" was not defined in cluster)'
-            )
-        elif isinstance(kind, str) and kind.startswith("/job:"):
-            hint = f"the job's name alone, {job!r}, not a device name"
-        else:
-            hint = f'"type" is the job the task belongs to, the `job` argument ({job!r})'
-        raise Wrong(expected_got(job, kind, f"{what}, the task's type"), hint)
-    number = got["index"]
+        shown = expected_got(job, kind, f"{what}, the task's type")
+        diagnose(TYPE_MISTAKES, shown=shown, got=kind, job=job)
     if number != index or isinstance(number, bool) or not isinstance(number, int):
-        if isinstance(number, str) and number.strip() == str(index):
-            hint = (
-                f"the index is a number, {index}, not the text {number!r}: "
-                "TFConfigClusterResolver happens to convert it with int(), but the server "
-                "command of the course's manifests, tf.distribute.Server(..., task_index=...), "
-                "refuses a str (TypeError)"
+        shown = expected_got(index, number, f"{what}, the task's index")
+        diagnose(INDEX_MISTAKES, shown=shown, number=number, index=index)
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str)
+
+
+#: Task 1: the known wrong ``"type"`` of a task (``job``: the right one, ``got``: the answer's).
+TYPE_MISTAKES = (
+    Mistake(
+        lambda got, job, **_: _text(got) and got.lower() == job,
+        "{shown}",
+        "{got!r} is how a TFJob names the replica type; TensorFlow's job name is {job!r}, as in "
+        'the cluster (a server asked for {got!r} fails: Job "{got}" was not defined in cluster)',
+    ),
+    Mistake(
+        lambda got, **_: _text(got) and got.startswith("/job:"),
+        "{shown}",
+        "the job's name alone, {job!r}, not a device name",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{shown}",
+        '"type" is the job the task belongs to, the `job` argument ({job!r})',
+    ),
+)
+#: Task 1: the known wrong ``"index"``.
+INDEX_MISTAKES = (
+    Mistake(
+        lambda number, index, **_: _text(number) and number.strip() == str(index),
+        "{shown}",
+        "the index is a number, {index}, not the text {number!r}: TFConfigClusterResolver "
+        "happens to convert it with int(), but the server command of the course's manifests, "
+        "tf.distribute.Server(..., task_index=...), refuses a str (TypeError)",
+    ),
+    Mistake(
+        lambda number, index, **_: isinstance(number, int) and number == index + 1,
+        "{shown}",
+        "task indices start at 0: task i is the i-th address of its job's list",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{shown}",
+        "\"index\" is the task's position in its job's list, the `index` argument",
+    ),
+)
+
+
+#: Task 1: the known wrong ``"cluster"`` (``want``: the right one, ``job``: the task's job).
+CLUSTER_MISTAKES = (
+    Mistake(
+        lambda got, want, job, **_: (
+            isinstance(got, Mapping) and set(got) == {job} and len(want) > 1
+        ),
+        "{shown}",
+        "every task gets the whole cluster, the same in every TF_CONFIG: every job and every "
+        'address; only "task" differs from one task to the next',
+    ),
+    Mistake(
+        lambda got, want, **_: (
+            isinstance(got, Mapping)
+            and set(got) == set(want)
+            and all(
+                isinstance(got[j], list) and sorted(map(str, got[j])) == sorted(want[j])
+                for j in want
             )
-        elif isinstance(number, int) and number == index + 1:
-            hint = "task indices start at 0: task i is the i-th address of its job's list"
-        else:
-            hint = "\"index\" is the task's position in its job's list, the `index` argument"
-        raise Wrong(expected_got(index, number, f"{what}, the task's index"), hint)
+        ),
+        "{shown}",
+        "keep each job's addresses in their order: task i is the i-th address",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{shown}",
+        '"cluster" is the cluster you were given, {{job: ["host:port", ...]}}, without the jobs '
+        f"no strategy accepts (keep only {', '.join(STRATEGY_JOBS)})",
+    ),
+)
 
 
 def _check_cluster(got: Any, want: dict, what: str, task_: Task) -> None:
-    if got == want:
-        return
-    if isinstance(got, Mapping) and set(got) == {task_.job} and len(want) > 1:
-        hint = (
-            "every task gets the whole cluster, the same in every TF_CONFIG: every job and "
-            'every address; only "task" differs from one task to the next'
-        )
-    elif (
-        isinstance(got, Mapping)
-        and set(got) == set(want)
-        and all(
-            isinstance(got[j], list) and sorted(map(str, got[j])) == sorted(want[j]) for j in want
-        )
-    ):
-        hint = "keep each job's addresses in their order: task i is the i-th address"
-    else:
-        hint = (
-            '"cluster" is the cluster you were given, {job: ["host:port", ...]}, without the '
-            f"jobs no strategy accepts (keep only {', '.join(STRATEGY_JOBS)})"
-        )
-    raise Wrong(expected_got(want, got, f'{what}, "cluster"'), hint)
+    if got != want:
+        shown = expected_got(want, got, f'{what}, "cluster"')
+        diagnose(CLUSTER_MISTAKES, shown=shown, got=got, want=want, job=task_.job)
 
 
 class TensorFlowRefusal(Exception):
@@ -390,23 +428,34 @@ def task2_cases(cluster: Mapping[str, list]) -> list[tuple[str, str, str | None]
     return cases
 
 
-def _reads_hint(got: Any, want: tuple, before: str | None, text: str) -> str:
-    if before is not None and got == tensorflow_reads(before):
-        return (
-            "that is what the TF_CONFIG already set before your function holds: what does "
-            "the environment hold when the resolver is asked?"
-        )
-    if got == (None, None, {}):
-        return (
-            "the resolver found no TF_CONFIG: it reads the environment variable when asked, "
-            "and takes no TF_CONFIG argument"
-        )
-    if isinstance(got, tuple) and len(got) == 3 and not isinstance(got[2], Mapping):
-        return "the task asks for the cluster as a dict, not as the ClusterSpec"
-    return (
+#: Task 2: the known wrong readings (``before``: TF_CONFIG before the call, or None).
+READS_MISTAKES = (
+    Mistake(
+        lambda got, before, **_: before is not None and got == tensorflow_reads(before),
+        "{shown}",
+        "that is what the TF_CONFIG already set before your function holds: what does the "
+        "environment hold when the resolver is asked?",
+    ),
+    Mistake(
+        lambda got, **_: got == (None, None, {}),
+        "{shown}",
+        "the resolver found no TF_CONFIG: it reads the environment variable when asked, and "
+        "takes no TF_CONFIG argument",
+    ),
+    Mistake(
+        lambda got, **_: (
+            isinstance(got, tuple) and len(got) == 3 and not isinstance(got[2], Mapping)
+        ),
+        "{shown}",
+        "the task asks for the cluster as a dict, not as the ClusterSpec",
+    ),
+    Mistake(
+        lambda **_: True,
+        "{shown}",
         "the three things the resolver answers, in the task's order, asked while TF_CONFIG "
-        "holds tf_config"
-    )
+        "holds tf_config",
+    ),
+)
 
 
 def _counting_reads():
@@ -444,7 +493,7 @@ def task2(answer: Any, cluster: Any) -> str:
         if isinstance(got, list):
             got = tuple(got)
         if got != want:
-            raise Wrong(expected_got(want, got, what), _reads_hint(got, want, before, text))
+            diagnose(READS_MISTAKES, shown=expected_got(want, got, what), got=got, before=before)
         if reads.call_count == 0:
             raise Wrong(
                 f"for {what}: your function read the text itself and never asked TensorFlow's "
