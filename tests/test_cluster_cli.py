@@ -1,4 +1,4 @@
-"""Tests for the command-line server, ``python -m dtf.server``.
+"""Tests for the command-line server, ``python -m dtf.cluster.server`` (``dtf-server``).
 
 Wrong command lines are refused before TensorFlow is imported, so they are tested in this
 process through ``main``. Real servers run as subprocesses (a started server cannot be
@@ -36,7 +36,7 @@ def _env() -> dict:
 
 def _server(*args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "dtf.server", *args],
+        [sys.executable, "-m", "dtf.cluster.server", *args],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -100,7 +100,7 @@ def test_refused_command_lines_do_not_import_tensorflow():
     code = textwrap.dedent(
         """
         import sys
-        from dtf import server
+        from dtf.cluster import server
         code = server.main(["--cluster-json", '{"worker": ["127.0.0.1:2222"]}', "--job", "ps"])
         print(code, "tensorflow" in sys.modules)
         """
@@ -111,22 +111,18 @@ def test_refused_command_lines_do_not_import_tensorflow():
     assert out.stdout.split() == ["2", "False"], out.stderr
 
 
-def test_the_command_is_a_shim_over_the_cluster_module():
-    """``python -m dtf.server`` stays the documented command, and the names notebooks import
-    from ``dtf.server`` are those of :mod:`dtf.cluster.server` (one module, no copy)."""
-    import dtf.server as shim
-
-    assert shim.main is server.main and shim.import_tensorflow is server.import_tensorflow
-    assert all(getattr(shim, name) is getattr(server, name) for name in server.__all__)
+def test_python_m_names_the_module_in_its_usage():
+    """``python -m dtf.cluster.server`` is the command the notebooks run (``dtf-server`` once
+    installed, tests/test_scripts.py): a usage error names it, with nothing before it."""
     out = subprocess.run(
-        [sys.executable, "-m", "dtf.server", "--job", "worker"],
+        [sys.executable, "-m", "dtf.cluster.server", "--job", "worker"],
         capture_output=True,
         text=True,
         env=_env(),
         timeout=60,
     )
     assert out.returncode == server.EXIT_USAGE, out.stderr
-    assert out.stderr.startswith("usage: python -m dtf.server"), out.stderr
+    assert out.stderr.startswith("usage: python -m dtf.cluster.server"), out.stderr
 
 
 def test_a_port_in_use_exits_3_and_names_the_task():

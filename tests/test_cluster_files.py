@@ -1,5 +1,5 @@
 """Cluster files that are not what they should be: every one is a ``ClusterConfigError``
-naming the file and the fix, and ``python -m dtf.server`` exits 2 with one line for it
+naming the file and the fix, and ``python -m dtf.cluster.server`` exits 2 with one line for it
 (issue 19). In-process, tmp_path files only, no servers."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from dtf import server
-from dtf.cluster import ClusterConfigError, load
+from dtf.cluster import ClusterConfigError, load, server
 from dtf.cluster.spec import MAX_COUNT, parse_json
 
 SPEC = {"worker": ["127.0.0.1:2222", "127.0.0.1:2223"]}

@@ -97,7 +97,7 @@ def test_client_hint_names_the_task_a_client_must_play():
 CLIENT = textwrap.dedent(
     """
     import json, os, sys, time
-    from dtf.server import import_tensorflow
+    from dtf.cluster.server import import_tensorflow
     from dtf.cluster import TaskTimeoutError, run_with_deadline
     tf = import_tensorflow()
     address, mode = sys.argv[1], sys.argv[2]
@@ -286,7 +286,7 @@ STARTS_ITS_CLUSTER = f"""
 import json, os, time
 assert {GRPC_ENV!r} not in os.environ
 from dtf.cluster import LocalCluster
-from dtf.server import import_tensorflow
+from dtf.cluster.server import import_tensorflow
 tf = import_tensorflow()
 with LocalCluster({{"worker": 1}}, ready_timeout={READY_S}) as cluster:
     applied = os.environ.get({GRPC_ENV!r}, "")

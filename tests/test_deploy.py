@@ -47,7 +47,8 @@ def test_host_commands_name_every_task_and_skip_the_client():
     assert [r["task"] for r in rows] == ["host/0", "worker/0", "worker/1"]
     assert [r["port"] for r in rows] == ["2222", "2223", "2224"]
     assert "no server" in rows[0]["command"]
-    assert rows[2]["command"] == "python -m dtf.server --config cluster.json --job worker --task 1"
+    command = "python -m dtf.cluster.server --config cluster.json --job worker --task 1"
+    assert rows[2]["command"] == command
 
 
 def test_tf_configs_are_the_cluster_module_s():
@@ -101,7 +102,7 @@ def test_generated_host_commands_start_real_servers(tmp_path):
     written, skipped = deploy.write(tmp_path / "spec.json", tmp_path / "out")
     assert skipped == []
     commands = (tmp_path / "out" / "hosts.txt").read_text().splitlines()
-    commands = [c for c in commands if c.startswith("python -m dtf.server")]
+    commands = [c for c in commands if c.startswith("python -m dtf.cluster.server")]
     assert len(commands) == 2
     procs = []
     try:

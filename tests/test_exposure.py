@@ -2,10 +2,10 @@
 
 - ``LocalCluster.start()`` warns once per process (:class:`ExposureWarning`, naming the ports),
   and its servers really listen on every interface, whatever the spec says.
-- ``python -m dtf.server`` warns too and says what a client must do so that a TF1 session does
-  not wait forever (play ``host/0``, or ``device_filters``).
+- ``python -m dtf.cluster.server`` warns too and says what a client must do so that a TF1
+  session does not wait forever (play ``host/0``, or ``device_filters``).
 - As root: an "outside" host (a network namespace wired to this machine) runs an op in a plain
-  ``LocalCluster`` through this machine's address, and cannot reach a ``private_cluster``,
+  ``LocalCluster`` through this machine's address, and cannot reach a ``dtf.netns.private_cluster``,
   whose servers this machine still reaches.
 """
 
@@ -23,7 +23,8 @@ import pytest
 
 from dtf import netns, supervise
 from dtf.cluster import GRPC_ENV, LocalCluster, exposure, grpc_options_value
-from dtf.cluster.exposure import ExposureWarning, firewall_rules, listening, private_cluster
+from dtf.cluster.exposure import ExposureWarning, firewall_rules, listening
+from dtf.netns import private_cluster
 
 from .conftest import QUIET_ENV, ROOT, netns_cli
 
@@ -103,7 +104,8 @@ def test_the_command_line_server_warns_and_says_what_a_client_must_do():
     env = {**os.environ, **QUIET_ENV}
     env.pop("PYTEST_CURRENT_TEST", None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "dtf.server", "--cluster-json", json.dumps(spec), "--job", "worker"],
+        [sys.executable, "-m", "dtf.cluster.server", "--cluster-json", json.dumps(spec)]
+        + ["--job", "worker"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -124,7 +126,8 @@ def test_the_command_line_server_warns_and_says_what_a_client_must_do():
         supervise.stop_processes([proc.pid], grace=20)  # SIGTERM, then SIGKILL
         proc.stderr.close()
     text = "".join(lines)
-    assert "ExposureWarning: python -m dtf.server: the TensorFlow server on port" in text, text
+    warned = "ExposureWarning: python -m dtf.cluster.server: the TensorFlow server on port"
+    assert warned in text, text
     hint = next(ln for ln in lines if "clients:" in ln)
     assert "host/0" in hint and "device_filters=['/job:worker']" in hint
 
@@ -146,7 +149,7 @@ OUTSIDER = textwrap.dedent(
     if not answers(address, timeout=3):
         print(json.dumps({"answers": False}))
         os._exit(0)
-    from dtf.server import import_tensorflow
+    from dtf.cluster.server import import_tensorflow
     tf = import_tensorflow()
     tf.config.experimental_connect_to_host(address, job_name="worker")
     with tf.device("/job:worker/task:0"):

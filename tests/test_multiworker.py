@@ -31,9 +31,9 @@ from dtf.multiworker import (
     WorkerError,
     WorkerTimeoutError,
     error_summary,
-    hooks,
 )
 from dtf.multiworker import launcher as mw_launcher
+from dtf.multiworker import worker as mw_worker
 
 from .conftest import QUIET_ENV, ROOT
 
@@ -139,7 +139,7 @@ def test_a_fit_error_is_one_line_without_the_per_replica_values():
         "numpy=\narray([[0., 1.],\n       [1., 0.]])>\n}) with an unsupported type "
         "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
     )
-    message = hooks.fit_message(ValueError(text))
+    message = mw_worker.fit_message(ValueError(text))
     assert message == (
         "Attempt to convert a value (PerReplica:{...}) with an unsupported type "
         "(<class 'tensorflow.python.distribute.values.PerReplica'>) to a Tensor."
@@ -191,10 +191,10 @@ def test_the_default_program_is_the_one_notebook_11_exports():
 
 def test_a_worker_run_by_hand_prints_its_events(capsys, monkeypatch):
     """Outside a launcher, Worker.current() reads DTF_TRAIN_CONFIG and TF_CONFIG and prints."""
-    monkeypatch.setattr(hooks, "_CURRENT", None)
-    monkeypatch.setenv(hooks.CONFIG_ENV, TrainConfig(steps=3).to_json())
+    monkeypatch.setattr(mw_worker, "_CURRENT", None)
+    monkeypatch.setenv(mw_worker.CONFIG_ENV, TrainConfig(steps=3).to_json())
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {}, "task": {"index": 1}}))
-    worker = hooks.Worker.current()
+    worker = mw_worker.Worker.current()
     assert worker.config.steps == 3 and worker.task == 1 and worker.run_dir is None
     worker.emit("step", step=2, loss=0.5)
     assert json.loads(capsys.readouterr().out) == {
@@ -250,7 +250,7 @@ def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
 
 TINY_PROGRAM = """
 import sys
-from dtf.multiworker.hooks import Worker
+from dtf.multiworker.worker import Worker
 worker = Worker.current()
 worker.emit("hello", name=__name__, argv=sys.argv, steps=worker.config.steps, task=worker.task)
 sys.exit(7 if __name__ == "__main__" else 0)
@@ -383,7 +383,7 @@ def test_a_stuck_worker_ends_itself_and_its_peer_ends_by_the_deadline(launcher):
 
 LEAVES_EARLY = """
 import re, sys
-from dtf.multiworker.hooks import Worker
+from dtf.multiworker.worker import Worker
 worker = Worker.current()
 worker.emit("started")
 if worker.task == 1:
@@ -437,7 +437,7 @@ def test_the_launcher_kills_a_survivor_at_the_deadline_and_names_the_peer_that_l
 
 NO_DONE = """
 import os
-from dtf.multiworker.hooks import Worker
+from dtf.multiworker.worker import Worker
 worker = Worker.current()
 worker.emit("started")
 if worker.task == 1:
@@ -528,7 +528,7 @@ def test_the_spawn_start_method_runs_the_same_program(tmp_path):
 def test_the_program_runs_by_hand_as_one_worker(tmp_path):
     """``python program.py`` without a launcher: one worker (no TF_CONFIG), its
     configuration from DTF_TRAIN_CONFIG, its events printed as JSON lines."""
-    env = {**os.environ, **QUIET_ENV, hooks.CONFIG_ENV: TrainConfig(steps=3).to_json()}
+    env = {**os.environ, **QUIET_ENV, mw_worker.CONFIG_ENV: TrainConfig(steps=3).to_json()}
     env.pop("TF_CONFIG", None)
     done = subprocess.run(
         [sys.executable, str(DEFAULT_PROGRAM)],

@@ -508,7 +508,7 @@ def test_a_server_is_reachable_from_another_host_it_listens_on_every_interface(
     result = first_clients["stranger"].wait_for("result", READY_S)
     status = dict(line.split(":", 1) for line in result["status"].splitlines())
     assert int(status["Pid"]) == cluster.pid("worker/1") != result["me"]
-    assert "dtf.server" in result["cmdline"].split("\0")
+    assert "dtf.cluster.server" in result["cmdline"].split("\0")
     assert answers(spec["worker"][1], timeout=5)  # and so does the root namespace
 
 
@@ -657,7 +657,7 @@ def test_the_command_line():
     up = netns_cli("up", "--hosts", "host,worker0", "--tag", tag)
     try:
         assert up.returncode == 0, up.stderr
-        server = f"ip netns exec dtf-{tag}-worker0 {sys.executable} -m dtf.server --cluster-json"
+        server = f"ip netns exec dtf-{tag}-worker0 {sys.executable} -m dtf.cluster.server"
         assert server in up.stdout and "--job worker --task 0" in up.stdout
         client = f"client, as host/0: ip netns exec dtf-{tag}-host {sys.executable}"
         assert client in up.stdout

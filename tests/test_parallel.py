@@ -17,7 +17,7 @@ import itertools
 import numpy as np
 import pytest
 
-from dtf import parallel
+from dtf import arguments, parallel
 from tests.conftest import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
@@ -144,18 +144,18 @@ def test_initial_weights_are_seeded_glorot():
         (lambda: parallel.build_stages((4, 2), []), "devices is empty"),
         (lambda: parallel.build_stages((4, 3, 2), ["/cpu:0"], num_stages=3), "at most 2"),
         (lambda: parallel.build_replicas((4, 2), []), "devices is empty"),
-        (lambda: parallel.check_stages([]), "stages is empty: build them with build_stages"),
-        (lambda: parallel.check_stages((), "replicas"), "replicas is empty: .*build_replicas"),
-        (lambda: parallel.check_micro_batches(0), "micro_batches must be at least 1"),
-        (lambda: parallel.check_micro_batches(2.0), "micro_batches must be a whole number"),
-        (lambda: parallel.check_learning_rate(True), "learning_rate must be a number"),
-        (lambda: parallel.check_learning_rate("0.1"), "learning_rate must be a number"),
-        (lambda: parallel.check_learning_rate(-0.1), "learning_rate must be a finite number"),
-        (lambda: parallel.check_learning_rate(0), "learning_rate must be a finite number"),
-        (lambda: parallel.check_learning_rate(float("nan")), "learning_rate"),
-        (lambda: parallel.check_learning_rate(float("inf")), "learning_rate"),
-        (lambda: parallel.check_equal_split(12, 10, 2), "x has 12 examples but y has 10"),
-        (lambda: parallel.check_equal_split(12, 12, 0), "micro_batches"),
+        (lambda: arguments.check_stages([]), "stages is empty: build them with build_stages"),
+        (lambda: arguments.check_stages((), "replicas"), "replicas is empty: .*build_replicas"),
+        (lambda: arguments.check_micro_batches(0), "micro_batches must be at least 1"),
+        (lambda: arguments.check_micro_batches(2.0), "micro_batches must be a whole number"),
+        (lambda: arguments.check_learning_rate(True), "learning_rate must be a number"),
+        (lambda: arguments.check_learning_rate("0.1"), "learning_rate must be a number"),
+        (lambda: arguments.check_learning_rate(-0.1), "learning_rate must be a finite number"),
+        (lambda: arguments.check_learning_rate(0), "learning_rate must be a finite number"),
+        (lambda: arguments.check_learning_rate(float("nan")), "learning_rate"),
+        (lambda: arguments.check_learning_rate(float("inf")), "learning_rate"),
+        (lambda: arguments.check_equal_split(12, 10, 2), "x has 12 examples but y has 10"),
+        (lambda: arguments.check_equal_split(12, 12, 0), "micro_batches"),
     ],
 )
 def test_bad_arguments_fail_before_tensorflow(call, message):
@@ -164,61 +164,47 @@ def test_bad_arguments_fail_before_tensorflow(call, message):
 
 
 def test_the_argument_checks_pass_good_values_through():
-    assert parallel.check_stages(iter([1, 2])) == [1, 2]
-    assert parallel.check_learning_rate(1) == 1.0 and type(parallel.check_learning_rate(1)) is float
-    assert parallel.check_micro_batches(np.int64(4)) == 4
+    assert arguments.check_stages(iter([1, 2])) == [1, 2]
+    assert arguments.check_learning_rate(1) == 1.0
+    assert type(arguments.check_learning_rate(1)) is float
+    assert arguments.check_micro_batches(np.int64(4)) == 4
     for examples, labels in [(12, 12), (None, None), (None, 12), (12, None)]:
-        assert parallel.check_equal_split(examples, labels, 4) is None
+        assert arguments.check_equal_split(examples, labels, 4) is None
 
 
 def test_an_unequal_split_is_refused_with_the_counts_that_work():
     with pytest.raises(ValueError) as info:
-        parallel.check_equal_split(12, 12, 5)
+        arguments.check_equal_split(12, 12, 5)
     msg = str(info.value)
     assert "12 examples" in msg and "5 equal micro-batches" in msg and "12 % 5 = 2" in msg
     assert "[1, 2, 3, 4, 6, 12]" in msg
 
 
 def test_import_does_not_import_tensorflow():
-    """``import dtf.parallel`` leaves TensorFlow alone; the functions generated from the
-    notebook (which import it) are listed and found only when asked for."""
+    """``import dtf.parallel`` leaves TensorFlow and the generated lessons alone: it sits
+    below them (the layers contract, tests/test_layers.py) and re-exports none of them."""
     proc = run_script(
         """
         import sys
         import dtf.parallel
-        names = set(dir(dtf.parallel))
-        loaded = ("tensorflow", "keras", "dtf.lessons.pipeline")
+        loaded = ("tensorflow", "keras", "dtf.lessons.pipeline", "dtf.lessons.model_parallel")
         print(*(name in sys.modules for name in loaded))
-        print(all(n in names for n in dtf.parallel.PIPELINE_NAMES))
-        try:
-            dtf.parallel.no_such_function
-        except AttributeError as err:
-            print(err)
-        print("tensorflow" in sys.modules)
+        print(hasattr(dtf.parallel, "make_pipeline_step"), hasattr(dtf.parallel, "PIPELINE_NAMES"))
         """
     )
-    assert proc.stdout.splitlines() == [
-        "False False False",
-        "True",
-        "module 'dtf.parallel' has no attribute 'no_such_function'",
-        "False",
-    ]
+    assert proc.stdout.splitlines() == ["False False False False", "False False"]
 
 
-def test_pipeline_names_are_the_generated_modules_functions():
-    """Every name ``dtf.parallel`` re-exports is a function defined in ``dtf.lessons.pipeline``
-    or in ``dtf.lessons.model_parallel``, which it imports (read without importing them), and
-    every public function there is re-exported."""
+def test_the_pipeline_lesson_takes_its_checks_from_dtf_arguments():
+    """The generated lesson imports its argument checks from the leaf module, not from
+    ``dtf.parallel`` (read without importing it)."""
     import ast
 
     from tests.conftest import ROOT
 
-    defined = set()
-    for module in ("model_parallel", "pipeline"):  # notebooks 04 and 04b write them
-        tree = ast.parse((ROOT / f"src/dtf/lessons/{module}.py").read_text(encoding="utf-8"))
-        defined |= {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    assert set(parallel.PIPELINE_NAMES) == {n for n in defined if not n.startswith("_")}
-    assert set(parallel.PIPELINE_NAMES) <= set(parallel.__all__)
+    tree = ast.parse((ROOT / "src/dtf/lessons/pipeline.py").read_text(encoding="utf-8"))
+    sources = {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}
+    assert "dtf.arguments" in sources and "dtf.parallel" not in sources
 
 
 # --------------------------------------------------------------------------------------------
@@ -261,9 +247,6 @@ r["bad"] = [
     bad(lambda: pipeline.make_data_parallel_step([object()], float("nan"))),
     bad(lambda: pipeline.pipeline_gradients([], None, None)),
     bad(lambda: pipeline.data_parallel_gradients([], None, None)),
-]
-r["reexported"] = [
-    n for n in parallel.PIPELINE_NAMES if getattr(parallel, n) is not getattr(pipeline, n)
 ]
 
 stages = parallel.build_stages(SIZES, names, seed=3)
@@ -360,7 +343,9 @@ r["weights"] = [
     max(parallel.max_weight_difference(dp_reps[:1], [rep]) for rep in dp_reps),
     parallel.max_weight_difference(mp, parallel.build_stages(SIZES, names, seed=3)),
 ]
-r["accuracy"] = [parallel.accuracy(s, xs[11], ys[11]) for s in (mp, pp, dp_reps[:1])]
+r["accuracy"] = [
+    parallel.accuracy(s, xs[11], ys[11], pipeline.stage_forward) for s in (mp, pp, dp_reps[:1])
+]
 out.write(json.dumps(r) + "\n")
 out.flush()
 """
@@ -388,11 +373,6 @@ def test_bad_arguments_of_the_notebooks_functions_fail_before_any_op(result):
     assert len(result["bad"]) == len(expected)
     for got, start in zip(result["bad"], expected, strict=True):
         assert got.startswith(start), (got, start)
-
-
-@pytest.mark.slow
-def test_dtf_parallel_re_exports_the_generated_functions(result):
-    assert result["reexported"] == []
 
 
 @pytest.mark.slow

@@ -1,5 +1,6 @@
-"""Tests for ``dtf.profiling``: the XSpace trace that ``tf.profiler.experimental`` writes, read
-into tables of ops and steps and a per-step breakdown.
+"""Tests for ``dtf.profiling`` and ``dtf.lessons.trace_reading`` (notebook 12b's cells): the
+XSpace trace that ``tf.profiler.experimental`` writes, read into tables of ops and steps and a
+per-step breakdown.
 
 The pure parts (kinds, interval arithmetic, the breakdown's accounting, the plot) run here on
 small hand-made tables. The trace itself is real: one fresh interpreter with two logical CPUs
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 
 from dtf import profiling
+from dtf.lessons import trace_reading
 from tests.conftest import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
@@ -43,24 +45,25 @@ from tests.conftest import last_json, run_script
     ],
 )
 def test_kind(op, thread, expected):
-    assert profiling.kind(op, thread) == expected
+    assert trace_reading.kind(op, thread) == expected
 
 
 def test_union_and_length():
     """Notebook 12b's interval arithmetic (dtf.lessons.trace_reading): overlaps merge, in order."""
-    assert profiling.union([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
-    assert profiling.union([]) == []
-    assert profiling.union([(0, 1), (1, 2)]) == [(0, 2)]  # touching intervals merge
-    assert profiling.length(profiling.union([(0, 10), (2, 3), (5, 20)])) == 20
-    assert profiling.length([]) == 0
+    assert trace_reading.union([(5, 6), (0, 2), (1, 3)]) == [(0, 3), (5, 6)]
+    assert trace_reading.union([]) == []
+    assert trace_reading.union([(0, 1), (1, 2)]) == [(0, 2)]  # touching intervals merge
+    assert trace_reading.length(trace_reading.union([(0, 10), (2, 3), (5, 20)])) == 20
+    assert trace_reading.length([]) == 0
 
 
 def test_the_reader_is_written_from_notebook_12b():
-    """One source: dtf.profiling's reading functions are those exported from 12b's cells."""
-    from dtf.lessons import trace_reading
-
-    for name in ("kind", "op_table", "events_of", "breakdown", "in_step", "union", "KINDS"):
-        assert getattr(profiling, name) is getattr(trace_reading, name)
+    """One source: the reading functions live in the module 12b's cells write, which imports
+    dtf.profiling's plumbing; dtf.profiling, below the lessons, does not hand them out."""
+    for name in ("kind", "op_table", "union", "KINDS", "OP_COLUMNS"):
+        assert not hasattr(profiling, name), name
+    assert trace_reading.events_of is profiling.events_of
+    assert trace_reading.in_step is profiling.in_step
     assert "notebooks/12b_profiling_steps.ipynb" in open(trace_reading.__file__).read(400)
 
 
@@ -154,8 +157,8 @@ def test_op_table_joins_async_start_and_done_across_threads():
             ),
         ]
     )
-    table = profiling.op_table(plane)
-    assert list(table.columns) == profiling.OP_COLUMNS
+    table = trace_reading.op_table(plane)
+    assert list(table.columns) == trace_reading.OP_COLUMNS
     rows = {r.name: r for r in table.itertuples()}
     assert set(rows) == {"MatMul", "r", "Mul"}
     assert (rows["r"].op, rows["r"].kind, rows["r"].thread) == (
@@ -180,10 +183,10 @@ def test_started_in_counts_each_op_in_one_step_only():
 def _table(rows):
     table = pd.DataFrame(rows, columns=["thread", "name", "op", "start_us", "end_us"])
     table["kind"] = [
-        profiling.kind(o, t) for o, t in zip(table["op"], table["thread"], strict=True)
+        trace_reading.kind(o, t) for o, t in zip(table["op"], table["thread"], strict=True)
     ]
     table["duration_us"] = table["end_us"] - table["start_us"]
-    return table[profiling.OP_COLUMNS]
+    return table[trace_reading.OP_COLUMNS]
 
 
 STEPS = pd.DataFrame(
@@ -203,7 +206,7 @@ def test_breakdown_counts_each_moment_once_compute_first():
             ("a", "m3", "MatMul", 1650, 1800),  # the same thread, overlapping: 200 us in all
         ]
     )
-    table = profiling.breakdown(ops, STEPS)
+    table = trace_reading.breakdown(ops, STEPS)
     assert table.loc[0, "compute"] == pytest.approx(0.3)
     assert table.loc[0, "communication"] == pytest.approx(0.2)
     assert table.loc[0, "input"] == pytest.approx(0.1)
@@ -211,7 +214,7 @@ def test_breakdown_counts_each_moment_once_compute_first():
     assert table.loc[1].to_dict() == pytest.approx(
         {"compute": 0.2, "communication": 0.0, "input": 0.5, "idle": 1.3, "step_ms": 2.0}
     )
-    parts = table[[*profiling.KINDS, "idle"]].sum(axis=1)
+    parts = table[[*trace_reading.KINDS, "idle"]].sum(axis=1)
     assert parts.to_numpy() == pytest.approx(table["step_ms"].to_numpy())
     share = profiling.shares(table)
     assert share.sum() == pytest.approx(1.0)
@@ -219,7 +222,8 @@ def test_breakdown_counts_each_moment_once_compute_first():
 
 
 def test_shares_of_empty_steps_is_an_error():
-    empty = pd.DataFrame([[0.0, 0.0, 0.0, 0.0, 0.0]], columns=[*profiling.KINDS, "idle", "step_ms"])
+    columns = [*trace_reading.KINDS, "idle", "step_ms"]
+    empty = pd.DataFrame([[0.0, 0.0, 0.0, 0.0, 0.0]], columns=columns)
     with pytest.raises(profiling.TraceError, match="no time"):
         profiling.shares(empty)
 
@@ -254,6 +258,7 @@ quiet.quiet()
 import numpy as np
 import tensorflow as tf
 from dtf import devices, profiling
+from dtf.lessons import trace_reading
 
 setup = devices.setup(2)
 D = list(setup.names)
@@ -281,8 +286,9 @@ def trace(folder, step):
         walls.append(1e3 * (time.perf_counter() - began))
     tf.profiler.experimental.stop()
     space = profiling.load(f"{logdir}/{folder}")
-    ops, steps = profiling.ops(space), profiling.steps(space)
-    table = profiling.breakdown(ops, steps)
+    ops = trace_reading.op_table(profiling.host_plane(space))
+    steps = profiling.steps(space)
+    table = trace_reading.breakdown(ops, steps)
     return space, ops, steps, table, walls
 
 
@@ -293,7 +299,7 @@ out["steps"] = steps["step"].tolist()
 out["walls"] = walls
 out["step_ms"] = table["step_ms"].tolist()
 out["rows_add_up"] = bool(
-    np.allclose(table[[*profiling.KINDS, "idle"]].sum(axis=1), table["step_ms"])
+    np.allclose(table[[*trace_reading.KINDS, "idle"]].sum(axis=1), table["step_ms"])
 )
 out["kinds"] = sorted(set(zip(ops["op"], ops["kind"])))
 out["matmuls_per_step"] = [
@@ -308,7 +314,7 @@ try:
 except profiling.TraceError as error:
     out["no_step"] = str(error)
 try:
-    profiling.ops(space, plane="/device:GPU:0")
+    profiling.host_plane(space, "/device:GPU:0")
 except profiling.TraceError as error:
     out["no_plane"] = str(error)
 
@@ -369,7 +375,7 @@ def test_a_real_trace_has_its_steps_and_ops(result):
     assert kinds["MatMul"] == "compute"
     assert kinds["_Recv"] == kinds["_Send"] == "communication"
     assert result["recv_positive"]
-    assert result["columns"] == profiling.OP_COLUMNS and result["sorted"]
+    assert result["columns"] == trace_reading.OP_COLUMNS and result["sorted"]
     assert result["rows_add_up"]
 
 
@@ -411,3 +417,9 @@ def test_missing_step_or_plane_is_an_error(result):
     assert "no step called 'no such step'" in result["no_step"]
     assert "tf.profiler.experimental.Trace" in result["no_step"]
     assert "/device:GPU:0" in result["no_plane"] and "/host:CPU" in result["no_plane"]
+
+
+def test_plot_colours_follow_the_lessons_kinds():
+    """plot_step draws the kinds in COLORS' order, which must be the lesson's KINDS (compute
+    drawn last, on top): the plumbing cannot import the lesson to ask."""
+    assert tuple(profiling.COLORS) == trace_reading.KINDS

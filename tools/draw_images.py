@@ -395,7 +395,7 @@ def draw_cluster_layout(fig_path: Path) -> None:
         ax.text(
             8.45,
             y,
-            "a server process\n(python -m dtf.server)",
+            "a server process\n(dtf-server)",
             ha="center",
             fontsize=8.5,
             style="italic",

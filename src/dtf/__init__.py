@@ -9,13 +9,14 @@ and only then imports the helper that does it:
 - ``dtf.placement`` capture device-placement logs as a table
 - ``dtf.towers``    in-graph replication: one model copy per device, gradients averaged
 - ``dtf.parallel``  model, data and pipeline parallelism of one small network, and their costs
+- ``dtf.arguments`` argument checks shared by ``dtf.parallel`` and the pipeline lesson
 - ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
-- ``dtf.cluster``   real TensorFlow clusters of server processes on this machine
-- ``dtf.server``    the command-line server for one task (``python -m dtf.server``; code in
-                    ``dtf.cluster.server``)
+- ``dtf.cluster``   real TensorFlow clusters of server processes on this machine; its server
+                    is the command ``dtf-server`` (``python -m dtf.cluster.server``)
 - ``dtf.supervise`` how every child process is started, tied to its parent, stopped and reaped
-- ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links
+- ``dtf.netns``     hosts as Linux network namespaces (root): own addresses, cut links, and a
+                    cluster only this machine reaches (``private_cluster``)
 - ``dtf.multiworker`` MultiWorkerMirroredStrategy workers as processes, with failures
 - ``dtf.scaling``   run a measurement program in a process of its own, read its JSON line
 - ``dtf.profiling`` load tf.profiler's trace (XSpace) and plot steps
@@ -26,7 +27,9 @@ and only then imports the helper that does it:
                     (``python -m tools.export``): the lessons' own TensorFlow, for the code
                     above, the tests and worker processes. Nothing else lives there.
 
-Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act.
+Importing ``dtf`` does not import TensorFlow, so ``dtf.quiet`` can still act. The modules form
+layers (``[tool.importlinter]`` in pyproject.toml): checks above lessons above the plumbing
+above the small helpers; none imports a layer above its own.
 """
 
 __version__ = "0.1.0"

@@ -8,6 +8,8 @@ an ``int`` to Python, but never what a learner meant), nor are floats, even ``2.
 from __future__ import annotations
 
 import numbers
+import os
+import sys
 
 #: Longest first line kept by :func:`first_line` (a report cell, a checker verdict).
 LINE_LIMIT = 300
@@ -43,3 +45,12 @@ def error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
     """``TypeName: first line of the message``, for one-line reports of an exception."""
     text = first_line(exc, limit)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def command_name(script: str, module: str) -> str:
+    """How this command was started, for its usage and warning lines: ``script`` when run as
+    the console script of that name (``pyproject.toml``, ``[project.scripts]``), else
+    ``python -m module`` (name the module: run so, its ``__name__`` is ``"__main__"``)."""
+    if os.path.splitext(os.path.basename(sys.argv[0] if sys.argv else ""))[0] == script:
+        return script
+    return f"python -m {module}"

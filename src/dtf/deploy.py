@@ -6,7 +6,8 @@ every deployment. From it this module writes, into one folder (``--out``, defaul
 ``build/deploy``)::
 
     cluster.json              the checked spec: copy it to every machine
-    hosts.txt                 per machine, the command that starts its task (python -m dtf.server)
+    hosts.txt                 per machine, the command that starts its task
+                              (python -m dtf.cluster.server, or dtf-server)
     tf_config/worker-1.json   the TF_CONFIG of each chief, worker, ps and evaluator task, for
                               tf.distribute strategies (which refuse other jobs, e.g. host)
     kubernetes/tfjob.yaml     a TFJob for the Kubeflow training operator v1
@@ -60,6 +61,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from dtf._util import command_name
 from dtf.cluster import env as cluster_env
 from dtf.cluster.spec import (
     STRATEGY_JOBS,
@@ -71,7 +73,7 @@ from dtf.cluster.spec import (
     strategy_jobs,
     tf_config,
 )
-from dtf.lessons.worker_program import EXIT_PREEMPTED
+from dtf.multiworker.worker import EXIT_PREEMPTED
 
 #: The image of the default container: TensorFlow's own, at the course's version.
 DEFAULT_IMAGE = "tensorflow/tensorflow:2.21.0"
@@ -191,7 +193,7 @@ def _with_addresses(jobs: Mapping[str, list[str | None]], what: str) -> dict[str
 
 def host_commands(spec, config_name: str = "cluster.json", exclude=None) -> list[dict[str, str]]:
     """One entry per task: ``{"task", "host", "port", "command"}``, where ``command``
-    starts the task's server on its machine (``python -m dtf.server``). ``exclude``: tasks
+    starts the task's server on its machine (``python -m dtf.cluster.server``). ``exclude``: tasks
     (or jobs) that get no server, such as the post's ``host``, where the client runs."""
     jobs = _with_addresses(load(spec), "per-host commands")
     skipped = select_tasks(exclude, jobs)
@@ -202,7 +204,7 @@ def host_commands(spec, config_name: str = "cluster.json", exclude=None) -> list
             command = f"(no server: the client runs here and plays {task})"
         else:
             command = (
-                f"python -m dtf.server --config {shlex.quote(config_name)} "
+                f"python -m dtf.cluster.server --config {shlex.quote(config_name)} "
                 f"--job {task.job} --task {task.index}"
             )
         rows.append({"task": str(task), "host": host, "port": str(port), "command": command})
@@ -817,7 +819,7 @@ def _hosts_text(rows: list[dict[str, str]]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m dtf.deploy",
+        prog=command_name("dtf-deploy", "dtf.deploy"),
         description="Per-host commands, TF_CONFIG files and Kubernetes manifests "
         "from one cluster file.",
     )

@@ -21,6 +21,13 @@ command that starts each server and the one that runs notebook 13's client progr
 :mod:`dtf.lessons.post_client`, in ``host``), ``python -m dtf.netns status``,
 ``python -m dtf.netns down``.
 
+A cluster no other machine reaches
+    :func:`private_cluster` gives every task of a spec a host of its own and starts its server
+    there: a :class:`~dtf.cluster.LocalCluster` whose ports are open only on the private /24
+    (why a server on this machine's own addresses is an open door: :mod:`dtf.cluster.exposure`).
+    It lives here, not in :mod:`dtf.cluster`, because it is built on :class:`Hosts`: the
+    cluster package stays below this module and never imports it.
+
 The network
     One Linux *bridge* in the root namespace (a virtual switch) with the address ``.1`` of a
     private /24 that is not routed on this machine yet (picked from ``10.213.0.0/24``,
@@ -104,7 +111,9 @@ from pathlib import Path
 import psutil
 
 from dtf import supervise
-from dtf.cluster import deadline, exposure
+from dtf._util import command_name
+from dtf.cluster import LocalCluster, deadline, exposure
+from dtf.cluster.spec import Task, all_tasks, free_ports, load, select_tasks, split_address
 
 #: Every namespace this module makes is called ``dtf-<tag>-<host>``.
 NS_PREFIX = "dtf-"
@@ -625,9 +634,6 @@ class Hosts(supervise.Supervisor):
     def local_cluster(self, spec, **kwargs):
         """A :class:`dtf.cluster.LocalCluster` whose tasks at a host's address run their
         servers in that host (``ip netns exec``); other arguments as for ``LocalCluster``."""
-        from dtf.cluster import LocalCluster
-        from dtf.cluster.spec import all_tasks, load, split_address
-
         jobs = load(spec)
         prefixes = {}
         for task in all_tasks(jobs):
@@ -683,6 +689,87 @@ def _listening(table: str, port: int | None) -> list[str]:
     return found
 
 
+# --------------------------------------------------------------------------- private cluster
+
+
+def _host_name(task: Task) -> str:
+    return f"{task.job.lower()[:14]}{task.index}".replace("-", "_")
+
+
+class PrivateCluster:
+    """A :class:`~dtf.cluster.LocalCluster` whose servers run in hosts of this module,
+    reachable from this machine only (why it matters: :mod:`dtf.cluster.exposure`).
+
+    ``spec``: the jobs and their task counts (``{"worker": 2}``) or a spec with addresses,
+    whose addresses are replaced: each started task gets a namespace (a "host") of its own
+    and listens at its private address on ``port``. Tasks in ``exclude`` are played by this
+    process (e.g. ``host``): they get the bridge's address (this machine on the private
+    network) and a free port. Other keyword arguments go to ``LocalCluster``. Use it as a
+    context manager or call :meth:`start` / :meth:`stop`; attributes it does not have
+    (``spec``, ``target``, ``started_tasks``, ...) are the cluster's.
+    """
+
+    def __init__(self, spec, *, exclude=None, port: int = 2222, subnet=None, **kwargs):
+        self._jobs = load(spec)
+        self._exclude = exclude
+        self.excluded = select_tasks(exclude, self._jobs)
+        self.port = int(port)
+        started = [t for t in all_tasks(self._jobs) if t not in self.excluded]
+        self._names: dict[Task, str] = {t: _host_name(t) for t in started}
+        if len(set(self._names.values())) != len(self._names):
+            raise ValueError(f"two tasks would share a host name: {sorted(self._names.values())}")
+        self.hosts = Hosts(list(self._names.values()), subnet=subnet)
+        self._kwargs = kwargs
+        self.cluster = None
+
+    def start(self) -> PrivateCluster:
+        self.hosts.up()
+        try:
+            spare = iter(free_ports(len(self.excluded)))
+            jobs: dict[str, list[str]] = {}
+            for task in all_tasks(self._jobs):
+                if task in self.excluded:
+                    address = f"{self.hosts.bridge_address}:{next(spare)}"
+                else:
+                    address = f"{self.hosts.address(self._names[task])}:{self.port}"
+                jobs.setdefault(task.job, []).append(address)
+            self.cluster = self.hosts.local_cluster(jobs, exclude=self._exclude, **self._kwargs)
+            self.cluster.start()
+            return self
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        try:
+            if self.cluster is not None:
+                self.cluster.stop()
+        finally:
+            self.hosts.down()
+
+    def __enter__(self) -> PrivateCluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> bool:
+        self.stop()
+        return False
+
+    def __getattr__(self, name):
+        if name in ("cluster", "hosts") or self.__dict__.get("cluster") is None:
+            raise AttributeError(name)
+        return getattr(self.cluster, name)
+
+    def __repr__(self) -> str:
+        inner = repr(self.cluster) if self.cluster is not None else "not started"
+        return f"PrivateCluster on {self.hosts.subnet or 'no subnet yet'}: {inner}"
+
+
+def private_cluster(spec, **kwargs) -> PrivateCluster:
+    """A :class:`PrivateCluster` for ``spec`` (not started: call ``start()`` or use
+    ``with``). Needs Linux, ``ip`` and root (:func:`unavailable_reason`)."""
+    return PrivateCluster(spec, **kwargs)
+
+
 # --------------------------------------------------------------------------- command line
 
 
@@ -719,7 +806,7 @@ def _status() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m dtf.netns",
+        prog=command_name("dtf-netns", "dtf.netns"),
         description="Hosts as Linux network namespaces on a private /24 (needs root).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
@@ -759,7 +846,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     client = f"  then the client, as host/0: ip netns exec {ns} {sys.executable}"
                     continue
                 print(
-                    f"  ip netns exec {ns} {sys.executable} -m dtf.server "
+                    f"  ip netns exec {ns} {sys.executable} -m dtf.cluster.server "
                     f"--cluster-json '{json.dumps(spec)}' --job {job} --task {index}"
                 )
         if "host" in spec:  # notebook 13's client program: the post's ops on every worker

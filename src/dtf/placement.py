@@ -265,9 +265,10 @@ class _Interceptor:
         return self._error
 
     def _dead(self) -> PlacementLoggingError:
+        cause = error_line(self._error) if self._error else "no error recorded"
         return PlacementLoggingError(
             f"the placement log reader stopped: it could not write this program's output "
-            f"({error_line(self._error) if self._error else 'no error recorded'}). Standard output was given back as it was, and "
+            f"({cause}). Standard output was given back as it was, and "
             "placement capture is off in this process. Restart the kernel (or the script) "
             "with its output going somewhere that accepts it."
         )

@@ -14,12 +14,12 @@ communication or input), ``op_table`` (one row per op, an asynchronous op's
 ``ExecutorState::ProcessAsync::Start`` and ``…::Done`` events joined by their flow id, so that
 its duration includes its wait), ``union`` and ``length`` (interval arithmetic) and
 ``breakdown`` (each step's compute, communication, input and idle, each moment counted once).
-This module re-exports them (imported on first use: ``dtf.lessons.trace_reading`` imports this
-module's plumbing), for parts 12c and 12d, lab 05's checker and the tests, and adds:
+Parts 12c and 12d, lab 05 and the tests import them from there. That module imports this one,
+so this one never imports it (the layers contract in ``pyproject.toml`` says so); it holds
+the plumbing around the lesson:
 
 - :func:`load` reads the newest run under a log folder, :func:`host_plane` finds a plane,
   :func:`events_of` gives every event of a plane as plain values;
-- :func:`ops` is ``op_table`` of a trace's host plane;
 - :func:`steps` lists the step markers, ``tf.profiler.experimental.Trace(name, step_num=i)``;
 - :func:`in_step` and :func:`started_in` select the ops of one step;
 - :func:`shares` turns a breakdown into shares of the steps' time;
@@ -37,23 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-#: Written from notebook 12b's cells into :mod:`dtf.lessons.trace_reading`, which imports this
-#: module: imported from there on first use (:func:`__getattr__`).
-READING_NAMES = (
-    "ASYNC",
-    "COMMUNICATION_OPS",
-    "INPUT_OPS",
-    "KINDS",
-    "OP_COLUMNS",
-    "breakdown",
-    "kind",
-    "length",
-    "op_table",
-    "union",
-)
-
-__all__ = [  # the reading names are module attributes through __getattr__
-    *READING_NAMES,
+__all__ = [
     "COLORS",
     "HOST_PLANE",
     "STEP_COLUMNS",
@@ -62,7 +46,6 @@ __all__ = [  # the reading names are module attributes through __getattr__
     "host_plane",
     "in_step",
     "load",
-    "ops",
     "plot_step",
     "shares",
     "started_in",
@@ -87,11 +70,16 @@ def xplane_pb2():
 
 
 def __getattr__(name: str):
-    """The names of :data:`READING_NAMES`, from :mod:`dtf.lessons.trace_reading` (12b's cells)."""
-    if name in READING_NAMES:
+    """TEMPORARY (issue 27): ``profiling.ops`` and ``profiling.breakdown`` for lab 05's checker
+    (``dtf/checks/lab05.py``) and its tests, which still call them; they move to
+    :mod:`dtf.lessons.trace_reading` (``op_table(profiling.host_plane(space))``, ``breakdown``),
+    and this function goes. The layers contract ignores this one import (``pyproject.toml``)."""
+    if name in ("ops", "breakdown"):
         from dtf.lessons import trace_reading
 
-        return getattr(trace_reading, name)
+        if name == "breakdown":
+            return trace_reading.breakdown
+        return lambda space, plane=HOST_PLANE: trace_reading.op_table(host_plane(space, plane))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -165,18 +153,9 @@ def events_of(plane) -> Iterator[tuple[str, str, dict, float, float]]:
             )
 
 
-def ops(space, plane: str = HOST_PLANE) -> pd.DataFrame:
-    """Every op that ran, one row each (:data:`OP_COLUMNS`), in order of start: notebook
-    12b's ``op_table`` of the plane ``plane``; times in microseconds from the start of its
-    first line."""
-    from dtf.lessons.trace_reading import op_table
-
-    return op_table(host_plane(space, plane))
-
-
 def steps(space, name: str = "train", plane: str = HOST_PLANE) -> pd.DataFrame:
     """The step markers ``tf.profiler.experimental.Trace(name, step_num=i)``, one row each
-    (:data:`STEP_COLUMNS`), on the same clock as :func:`ops`.
+    (:data:`STEP_COLUMNS`), on the same clock as the lesson's ``op_table`` of the same plane.
 
     Raises:
         TraceError: no marker called ``name`` with a ``step_num``.
@@ -213,26 +192,24 @@ def started_in(table: pd.DataFrame, step: pd.Series) -> pd.DataFrame:
 
 
 def shares(table: pd.DataFrame) -> pd.Series:
-    """The share of the steps' total time in each kind and idle (from :func:`breakdown`)."""
+    """The share of the steps' total time in each kind and idle: ``table`` is the lesson's
+    ``breakdown`` (one row per step, a column per kind, then ``idle`` and ``step_ms``)."""
     total = table["step_ms"].sum()
     if total <= 0:
         raise TraceError("the steps last no time")
-    from dtf.lessons.trace_reading import KINDS
-
-    return table[[*KINDS, "idle"]].sum() / total
+    return table.drop(columns="step_ms").sum() / total
 
 
-#: The colour of each kind in :func:`plot_step`.
+#: The colour of each kind in :func:`plot_step`, in the order of the lesson's ``KINDS``.
 COLORS = {"compute": "tab:blue", "communication": "tab:orange", "input": "tab:red"}
 
 
 def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None:
-    """Draw the ops of one step on ``ax``: a row per thread (labelled by its pool's name and a
-    number), a bar per op, coloured by kind, time in milliseconds from the step's start.
-    Compute is drawn last, over the waits of asynchronous ops started on the same thread."""
+    """Draw the ops of one step on ``ax`` (``table``: the lesson's ``op_table``): a row per
+    thread (labelled by its pool's name and a number), a bar per op, coloured by kind, time
+    in milliseconds from the step's start. Compute is drawn last, over the waits of
+    asynchronous ops started on the same thread."""
     from matplotlib.patches import Patch
-
-    from dtf.lessons.trace_reading import KINDS
 
     inside = in_step(table, step)
     threads = sorted(set(inside["thread"]))
@@ -243,7 +220,7 @@ def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None
         labels.append(prefix if "/" not in thread else f"{prefix} {seen[prefix]}")
     for row, thread in enumerate(threads):
         mine = inside[inside["thread"] == thread]
-        for k in reversed(KINDS):  # compute last, on top: a wait is drawn under any work
+        for k in reversed(COLORS):  # compute last, on top: a wait is drawn under any work
             colour = COLORS[k]
             bars = mine[mine["kind"] == k]
             starts = (bars["start_us"] - step["start_us"]) / 1e3

@@ -36,15 +36,15 @@ Addresses: loopback by default
     (``0.0.0.0``) whatever host the spec names, and runs any graph sent to it without
     authentication (TensorFlow's ``SECURITY.md``): keep clusters on loopback on a laptop, and
     on a real network let a firewall admit only the cluster's machines. :meth:`LocalCluster.start`
-    says so once per process with an :class:`ExposureWarning`; :func:`private_cluster` (Linux,
-    root) keeps the servers in network namespaces that only this machine reaches, and
+    says so once per process with an :class:`ExposureWarning`; :func:`dtf.netns.private_cluster`
+    (Linux, root) keeps the servers in network namespaces that only this machine reaches, and
     :func:`dtf.cluster.exposure.firewall_rules` gives the firewall rule
-    (:mod:`dtf.cluster.exposure`). A ``LocalCluster``
-    starts only tasks whose host is this machine; tasks on other machines are started there
-    with the command-line server, ``python -m dtf.server`` (:mod:`dtf.cluster.server`), and excluded
-    here. ``command_prefix={"worker/0": ["ip", "netns", "exec", "ns0"], ...}`` starts a task's
-    server under a command instead (``spawn`` only): :mod:`dtf.netns` uses it to run each task
-    in a network namespace of its own, at its own address, as on separate machines.
+    (:mod:`dtf.cluster.exposure`). A ``LocalCluster`` starts only tasks whose host is this
+    machine; tasks on other machines are started there with the command-line server,
+    ``dtf-server`` or ``python -m dtf.cluster.server`` (:mod:`dtf.cluster.server`), and
+    excluded here. ``command_prefix={"worker/0": ["ip", "netns", "exec", "ns0"], ...}`` starts
+    a task's server under a command instead (``spawn`` only): :mod:`dtf.netns` uses it to run
+    each task in a network namespace of its own, at its own address, as on separate machines.
 
 Start methods: ``fork`` (default on Linux) and ``spawn`` (elsewhere)
     A server process spends nearly all its start-up time importing TensorFlow (~2 s without
@@ -53,7 +53,7 @@ Start methods: ``fork`` (default on Linux) and ``spawn`` (elsewhere)
     process (``python -m dtf.cluster._launcher``) that imports TensorFlow once, creates no op
     and no server, and forks one child per task; each child creates its server and reports
     ready, so a 4-task cluster is ready about as fast as a 1-task one. With ``spawn``, each
-    task is a fresh ``python -m dtf.server`` process that imports TensorFlow itself.
+    task is a fresh ``python -m dtf.cluster.server`` process that imports TensorFlow itself.
 
     The trade-off: ``fork`` copies a process that has imported TensorFlow, and importing
     TensorFlow starts a few native threads; a child of a multi-threaded process inherits
@@ -104,7 +104,7 @@ these times on every run.
 
 from dtf.cluster.deadline import TaskTimeoutError, run_with_deadline
 from dtf.cluster.env import GRPC_ENV, GRPC_OPTIONS, apply_grpc_options, grpc_options_value
-from dtf.cluster.exposure import ExposureWarning, private_cluster
+from dtf.cluster.exposure import ExposureWarning
 from dtf.cluster.local import (
     DEFAULT_START_METHOD,
     READY_TIMEOUT_S,
@@ -153,7 +153,6 @@ __all__ = [
     "is_local_host",
     "load",
     "port_in_use",
-    "private_cluster",
     "run_with_deadline",
     "strategy_jobs",
     "tf_config",

@@ -9,7 +9,7 @@ which echoes the command's, so the events of a restarted task never mix with its
 predecessor's), a child reports ``{"event": "ready", ..., "pid"}`` or ``{"event": "error",
 ..., "kind", "message"}`` (``kind`` is ``"port"`` for a port in use). At the end of its
 standard input the launcher sends ``SIGTERM`` to its servers and ``SIGKILL`` after
-:data:`STOP_GRACE_S` seconds.
+:data:`~dtf.cluster.protocol.LAUNCHER_GRACE_S` seconds.
 """
 
 from __future__ import annotations
@@ -21,8 +21,7 @@ import traceback
 
 from dtf import supervise
 from dtf._jsonlines import emit
-
-STOP_GRACE_S = 2.0
+from dtf.cluster.protocol import LAUNCHER_GRACE_S
 
 
 def _head(command: dict) -> dict | None:
@@ -65,6 +64,6 @@ def _preload() -> None:
 if __name__ == "__main__":
     supervise.run_main(
         lambda: supervise.fork_server(
-            _preload, _serve, _head, what="the cluster launcher", grace=STOP_GRACE_S
+            _preload, _serve, _head, what="the cluster launcher", grace=LAUNCHER_GRACE_S
         )
     )

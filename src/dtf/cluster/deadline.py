@@ -23,8 +23,8 @@ TF1 mode. Only three things end such a wait:
 The classic TF1 client, ``tf.compat.v1.Session("grpc://worker0:2222")``, waits before its
 first run until *every* task of the cluster answers, forever and silently if one has no
 server, e.g. the ``host`` task of *Distributed Computation in TensorFlow*, which a client
-plays. :func:`client_hint` is the line ``python -m dtf.server`` and ``python -m dtf.netns up``
-print about it.
+plays. :func:`client_hint` is the line ``python -m dtf.cluster.server`` and
+``python -m dtf.netns up`` print about it.
 """
 
 from __future__ import annotations

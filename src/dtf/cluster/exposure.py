@@ -5,7 +5,7 @@ spec names, and runs any graph sent to it without authentication (TensorFlow's
 ``SECURITY.md``): a graph can read and write files and start processes as the server's user.
 A spec that says ``127.0.0.1`` keeps the cluster's own traffic on this machine; it does not
 keep other machines out. So wherever the course starts servers (:meth:`LocalCluster.start
-<dtf.cluster.LocalCluster.start>`, ``python -m dtf.server``, ``python -m dtf.netns up``) it
+<dtf.cluster.LocalCluster.start>`, ``python -m dtf.cluster.server``, ``python -m dtf.netns up``) it
 warns once per process with an :class:`ExposureWarning`, which names the ports and what to do.
 A notebook that has read it can silence it deliberately::
 
@@ -15,7 +15,7 @@ A notebook that has read it can silence it deliberately::
 
 Two mitigations, both opt-in:
 
-* :func:`private_cluster` (Linux, root): the servers run in network namespaces of
+* :func:`dtf.netns.private_cluster` (Linux, root): the servers run in network namespaces of
   :mod:`dtf.netns`, on a private /24 behind a bridge that only this machine has: this machine's
   processes reach them at their private addresses, another machine cannot (it would need a route
   to that /24 through this machine, and forwarding on; ``ip_forward`` is 0 by default). Their
@@ -35,8 +35,6 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable
-
-from dtf.cluster.spec import Task, all_tasks, load, select_tasks
 
 #: Keep a warning to this many ports' worth of text.
 _SHOWN_PORTS = 8
@@ -71,7 +69,7 @@ def exposure_message(
     advice = (
         "Keep a firewall that admits only the cluster's machines "
         "(dtf.cluster.exposure.firewall_rules(ports) prints the rules), or on Linux as root "
-        "start the cluster with dtf.cluster.private_cluster(spec), which only this machine "
+        "start the cluster with dtf.netns.private_cluster(spec), which only this machine "
         "can reach. "
         if reach == ANYONE
         else ""
@@ -181,88 +179,3 @@ def firewall_rules(ports: Iterable[int], tool: str = "iptables") -> dict[str, li
             add.append(f"{command} -I {rule}")
             remove.append(f"{command} -D {rule}")
     return {"add": add, "remove": remove}
-
-
-# --------------------------------------------------------------------------- private cluster
-
-
-def _host_name(task: Task) -> str:
-    return f"{task.job.lower()[:14]}{task.index}".replace("-", "_")
-
-
-class PrivateCluster:
-    """A :class:`~dtf.cluster.LocalCluster` whose servers run in network namespaces of
-    :mod:`dtf.netns`, reachable from this machine only (see the module docstring).
-
-    ``spec``: the jobs and their task counts (``{"worker": 2}``) or a spec with addresses,
-    whose addresses are replaced: each started task gets a namespace (a "host") of its own
-    and listens at its private address on ``port``. Tasks in ``exclude`` are played by this
-    process (e.g. ``host``): they get the bridge's address (this machine on the private
-    network) and a free port. Other keyword arguments go to ``LocalCluster``. Use it as a
-    context manager or call :meth:`start` / :meth:`stop`; attributes it does not have
-    (``spec``, ``target``, ``started_tasks``, ...) are the cluster's.
-    """
-
-    def __init__(self, spec, *, exclude=None, port: int = 2222, subnet=None, **kwargs):
-        self._jobs = load(spec)
-        self._exclude = exclude
-        self.excluded = select_tasks(exclude, self._jobs)
-        self.port = int(port)
-        started = [t for t in all_tasks(self._jobs) if t not in self.excluded]
-        self._names: dict[Task, str] = {t: _host_name(t) for t in started}
-        if len(set(self._names.values())) != len(self._names):
-            raise ValueError(f"two tasks would share a host name: {sorted(self._names.values())}")
-        from dtf import netns
-
-        self.hosts = netns.Hosts(list(self._names.values()), subnet=subnet)
-        self._kwargs = kwargs
-        self.cluster = None
-
-    def start(self) -> PrivateCluster:
-        from dtf.cluster.spec import free_ports
-
-        self.hosts.up()
-        try:
-            spare = iter(free_ports(len(self.excluded)))
-            jobs: dict[str, list[str]] = {}
-            for task in all_tasks(self._jobs):
-                if task in self.excluded:
-                    address = f"{self.hosts.bridge_address}:{next(spare)}"
-                else:
-                    address = f"{self.hosts.address(self._names[task])}:{self.port}"
-                jobs.setdefault(task.job, []).append(address)
-            self.cluster = self.hosts.local_cluster(jobs, exclude=self._exclude, **self._kwargs)
-            self.cluster.start()
-            return self
-        except BaseException:
-            self.stop()
-            raise
-
-    def stop(self) -> None:
-        try:
-            if self.cluster is not None:
-                self.cluster.stop()
-        finally:
-            self.hosts.down()
-
-    def __enter__(self) -> PrivateCluster:
-        return self.start()
-
-    def __exit__(self, *exc) -> bool:
-        self.stop()
-        return False
-
-    def __getattr__(self, name):
-        if name in ("cluster", "hosts") or self.__dict__.get("cluster") is None:
-            raise AttributeError(name)
-        return getattr(self.cluster, name)
-
-    def __repr__(self) -> str:
-        inner = repr(self.cluster) if self.cluster is not None else "not started"
-        return f"PrivateCluster on {self.hosts.subnet or 'no subnet yet'}: {inner}"
-
-
-def private_cluster(spec, **kwargs) -> PrivateCluster:
-    """A :class:`PrivateCluster` for ``spec`` (not started: call ``start()`` or use
-    ``with``). Needs Linux, ``ip`` and root (:func:`dtf.netns.unavailable_reason`)."""
-    return PrivateCluster(spec, **kwargs)

@@ -17,8 +17,8 @@ import psutil
 
 from dtf import supervise
 from dtf.cluster import env as cluster_env
-from dtf.cluster import exposure, server
-from dtf.cluster._launcher import STOP_GRACE_S as _LAUNCHER_GRACE_S
+from dtf.cluster import exposure
+from dtf.cluster.protocol import EXIT_PORT_IN_USE, LAUNCHER_GRACE_S, parse_ready_line
 from dtf.cluster.spec import (
     DEFAULT_HOST,
     ClusterConfigError,
@@ -109,7 +109,7 @@ class LocalCluster(supervise.Supervisor):
     temporary folder removed by :meth:`stop`).
 
     ``command_prefix``: ``{task or job: ["ip", "netns", "exec", "ns1"], ...}`` runs those
-    tasks' servers as ``[*prefix, python, "-m", "dtf.server", ...]``, e.g. in a network
+    tasks' servers as ``[*prefix, python, "-m", "dtf.cluster.server", ...]``, e.g. in a network
     namespace of their own (:mod:`dtf.netns`). Such a task runs on the host its prefix puts it
     on, so its address need not be one of this machine's, its port is checked there (by the
     server: a port in use is a :class:`PortInUseError`) and not here, and tasks with different
@@ -205,7 +205,8 @@ class LocalCluster(supervise.Supervisor):
                 raise ClusterConfigError(
                     f"task {task} has host {task_host!r}, which is not this machine: a "
                     "LocalCluster starts servers only here. Start that task on its machine "
-                    "with `python -m dtf.server`, and pass exclude=[...] for it."
+                    "with `dtf-server` (or `python -m dtf.cluster.server`), and pass "
+                    "exclude=[...] for it."
                 )
             if port in ports:
                 raise ClusterConfigError(
@@ -527,7 +528,7 @@ class LocalCluster(supervise.Supervisor):
             *self._prefix.get(task, ()),
             sys.executable,
             "-m",
-            "dtf.server",
+            "dtf.cluster.server",
             "--cluster-json",
             json.dumps(self._jobs),
             "--job",
@@ -575,7 +576,7 @@ class LocalCluster(supervise.Supervisor):
 
     def _read_server(self, state: _TaskState, stream) -> None:
         for raw in stream:
-            ready = server.parse_ready_line(raw.decode("utf-8", "replace"))
+            ready = parse_ready_line(raw.decode("utf-8", "replace"))
             if ready and ready["task"] == state.task:
                 with self._cond:
                     state.ready_at = time.monotonic()
@@ -587,7 +588,7 @@ class LocalCluster(supervise.Supervisor):
                 code = state.popen.poll()
                 if code is not None:
                     state.returncode = code
-                    if code == server.EXIT_PORT_IN_USE:
+                    if code == EXIT_PORT_IN_USE:
                         state.error_kind = "port"
         if self._launcher is not None and self._launcher.poll() is not None:
             message = (
@@ -716,7 +717,7 @@ class LocalCluster(supervise.Supervisor):
         launcher = self._launcher
         assert launcher is not None
         # End of file: the launcher stops its servers and exits; if not, its session is killed.
-        supervise.stop_child(launcher, self.stop_grace + 2 * _LAUNCHER_GRACE_S)
+        supervise.stop_child(launcher, self.stop_grace + 2 * LAUNCHER_GRACE_S)
         if self._launcher_reader is not None:
             self._launcher_reader.join(1.0)
         if launcher.stdout is not None:

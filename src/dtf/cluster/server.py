@@ -1,11 +1,16 @@
-"""Run one task of a TensorFlow cluster: ``python -m dtf.server`` (a shim that runs this module).
+"""Run one task of a TensorFlow cluster: ``dtf-server`` or ``python -m dtf.cluster.server``.
+
+``dtf-server`` is the console script that installing the course declares (``pyproject.toml``,
+``[project.scripts]``); ``python -m dtf.cluster.server`` is the same command, and works in
+any checkout on the import path, also in a virtual environment installed before the script
+existed. The notebooks use the second: it names the interpreter of the kernel.
 
 The TensorFlow 2 successor of the ``create_server.py`` of the *Distributed Computation in
 TensorFlow* post, with the command-line flags of the *Parallel Processing notes* as well.
 On each machine of a cluster, start that machine's task::
 
-    python -m dtf.server --config cluster.json --job worker --task 1
-    python -m dtf.server --ps_hosts=ps0:2222 --worker_hosts=w0:2222,w1:2222 \\
+    dtf-server --config cluster.json --job worker --task 1
+    dtf-server --ps_hosts=ps0:2222 --worker_hosts=w0:2222,w1:2222 \\
         --job_name=worker --task_index=0
 
 It prints one line when the server is up, then serves until ``SIGTERM``, ``SIGINT``
@@ -31,16 +36,25 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
 
-from dtf._util import error_line
+from dtf._util import command_name, error_line
 from dtf.cluster import deadline, exposure
 from dtf.cluster import env as cluster_env
+from dtf.cluster.protocol import (  # the words a parent reads: part of this command's interface
+    EXIT_FAILED,
+    EXIT_PORT_IN_USE,
+    EXIT_STOPPED,
+    EXIT_USAGE,
+    READY_LINE,
+    READY_PREFIX,
+    parse_ready_line,
+    ready_line,
+)
 from dtf.cluster.spec import (
     ClusterConfigError,
     ClusterError,
@@ -74,15 +88,6 @@ __all__ = [
     "watch_lifeline",
 ]
 
-READY_PREFIX = "dtf-server ready:"
-READY_LINE = re.compile(
-    r"^dtf-server ready: job=(?P<job>\S+) task=(?P<index>\d+) target=(?P<target>\S+) "
-    r"pid=(?P<pid>\d+)\s*$"
-)
-EXIT_STOPPED = 0
-EXIT_USAGE = 2
-EXIT_PORT_IN_USE = 3
-EXIT_FAILED = 4
 #: Modules a server process never imports (see the module docstring).
 BLOCKED_MODULES = ("keras", "tf_keras")
 #: For tests and demonstrations of a slow start: ``"worker/1=30,ps/0=2"`` makes those tasks
@@ -98,24 +103,6 @@ def import_tensorflow():
     import tensorflow as tf
 
     return tf
-
-
-def ready_line(task: Task, address: str, pid: int | None = None) -> str:
-    """The one line a server prints when it is up."""
-    pid = os.getpid() if pid is None else pid
-    return f"{READY_PREFIX} job={task.job} task={task.index} target=grpc://{address} pid={pid}"
-
-
-def parse_ready_line(line: str) -> dict | None:
-    """``{"task": Task, "target": str, "pid": int}`` from a ready line, else ``None``."""
-    match = READY_LINE.match(line.strip())
-    if not match:
-        return None
-    return {
-        "task": Task(match["job"], int(match["index"])),
-        "target": match["target"],
-        "pid": int(match["pid"]),
-    }
 
 
 def _start_delay(task: Task) -> float:
@@ -157,7 +144,7 @@ def start_server(jobs: Mapping[str, Sequence[str]], task: Task):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m dtf.server",
+        prog=command_name("dtf-server", "dtf.cluster.server"),
         description="Start one task of a TensorFlow cluster and serve until stopped.",
         epilog="Security: the server listens on every interface and runs any computation "
         "sent to it, unauthenticated; use it only on a trusted network.",
@@ -246,7 +233,8 @@ def _serve(args: argparse.Namespace, jobs: dict[str, list[str]], task: Task) -> 
         file=sys.stderr,
         flush=True,
     )
-    exposure.warn_exposed([port], "python -m dtf.server")  # once (issue 19)
+    where = command_name("dtf-server", "dtf.cluster.server")
+    exposure.warn_exposed([port], where)  # once (issue 19)
     hint = deadline.client_hint(jobs, task)  # what a client must do not to wait forever
     if hint:
         print(f"dtf-server: {hint}", file=sys.stderr, flush=True)

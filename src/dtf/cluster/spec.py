@@ -65,7 +65,7 @@ REQUIRED_JOB = "worker"
 #: notebooks start a handful of servers and a 2-core laptop must run them. Memory measured per
 #: idle server (TF 2.21, CPU): ~44 MB of its own when forked from a process that imported
 #: TensorFlow once (``LocalCluster``'s default), ~0.75 GB when it imports TensorFlow itself
-#: (``start_method="spawn"``, ``python -m dtf.server``): 32 such servers need ~24 GB.
+#: (``start_method="spawn"``, ``python -m dtf.cluster.server``): 32 such servers need ~24 GB.
 MAX_COUNT = 32
 #: The host of tasks given as counts: loopback, so nothing outside this machine reaches them.
 DEFAULT_HOST = "127.0.0.1"
@@ -328,7 +328,7 @@ def _refuse_local_tasks(count: int, source: str) -> None:
         f"{source} asks for {count} tasks on this machine; at most {MAX_COUNT} are allowed "
         "(the course's limit, far above what its notebooks start; an idle server takes ~44 MB of "
         "its own when forked, as LocalCluster does, but ~0.75 GB when it imports TensorFlow "
-        "itself, with start_method='spawn' or python -m dtf.server). Use fewer tasks, or "
+        "itself, with start_method='spawn' or python -m dtf.cluster.server). Use fewer tasks, or "
         "give the others addresses on other hosts."
     )
 
@@ -481,7 +481,7 @@ def tf_config(jobs: Mapping[str, list[str]], task: Task) -> str:
     cluster spec. Allowed types are ('chief', 'worker', 'evaluator', 'ps', None) ...``
     (``multi_worker_util._validate_cluster_spec``). A client job such as the post's ``host``
     belongs only in the ``tf.train.ClusterSpec`` of plain ``tf.distribute.Server`` processes
-    (:class:`~dtf.cluster.LocalCluster`, ``python -m dtf.server``), which keep the whole
+    (:class:`~dtf.cluster.LocalCluster`, ``python -m dtf.cluster.server``), which keep the whole
     spec. A ``task`` of such a job has no strategy ``TF_CONFIG``: :class:`ClusterConfigError`.
     """
     if task.job not in STRATEGY_JOBS:

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from dtf.server import import_tensorflow
+from dtf.cluster.server import import_tensorflow
 
 if sys.argv[2]:  # gRPC options, e.g. keepalive: read once, at the first connection
     os.environ["TF_GRPC_DEFAULT_OPTIONS"] = sys.argv[2]

@@ -5,19 +5,19 @@
 
 import tensorflow as tf
 
+from dtf.arguments import (  # plumbing: argument checks with clear messages
+    check_equal_split,
+    check_learning_rate,
+    check_micro_batches,
+    check_stages,
+)
 from dtf.lessons.model_parallel import (  # part 04's cells: each stage's forward and backward pass
     backward_on_tapes,
     forward_on_tapes,
     mean_cross_entropy,
     stage_forward,
 )
-from dtf.parallel import (  # plumbing: argument checks with clear messages, a variable's device
-    check_equal_split,
-    check_learning_rate,
-    check_micro_batches,
-    check_stages,
-    variable_device,
-)
+from dtf.placement import variable_device  # plumbing: the device a variable lives on
 
 
 def split_micro_batches(x, y, micro_batches):

@@ -7,7 +7,7 @@
 import json
 import sys
 
-from dtf.server import import_tensorflow
+from dtf.cluster.server import import_tensorflow
 
 tf = import_tensorflow()  # TensorFlow without Keras
 

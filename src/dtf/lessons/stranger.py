@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from dtf.server import import_tensorflow
+from dtf.cluster.server import import_tensorflow
 
 tf = import_tensorflow()
 

@@ -9,7 +9,7 @@ import os
 import sys
 import time
 
-from dtf.server import import_tensorflow
+from dtf.cluster.server import import_tensorflow
 
 tf = import_tensorflow()
 

@@ -11,7 +11,7 @@ Written by notebook 11; TensorFlow is imported inside the functions: importing i
 import os
 import sys
 
-from dtf.multiworker.hooks import EXIT_PREEMPTED, TrainConfig, Worker, digits_arrays
+from dtf.multiworker.worker import EXIT_PREEMPTED, TrainConfig, Worker, digits_arrays
 
 NUM_FEATURES = 64  # the 8 x 8 pixels of a digit
 NUM_CLASSES = 10

@@ -6,14 +6,14 @@ TensorFlow, Keras and the digits data once (no op, no server), then forks one wo
 command read from its standard input: ``{"run", "task", "tf_config", "config", "program",
 "run_dir", "log", "metadata_ip"}`` from :class:`dtf.multiworker.Launcher`. Its events carry
 ``run`` and ``task``; between the fork server's ``loaded``, ``forked`` and ``exit`` come the
-events a worker emits (:class:`dtf.multiworker.hooks.Worker`). At the end of its standard
+events a worker emits (:class:`dtf.multiworker.worker.Worker`). At the end of its standard
 input it kills its workers with ``SIGKILL`` (``SIGTERM`` would start a preemption save). A
 spawned worker reads its command from standard input, whose end of file tells it that the
 parent is gone; its standard error is its log from its first byte (the parent opened it).
 
 A worker runs the command's program file with ``runpy``, as ``python PROGRAM`` would. A
 program that ends without reporting ``done`` has not trained: the worker reports an error
-(``NotDone``) and exits with :data:`~dtf.multiworker.hooks.EXIT_ERROR` instead of 0. The
+(``NotDone``) and exits with :data:`~dtf.multiworker.worker.EXIT_ERROR` instead of 0. The
 deadline of a run (``TrainConfig.deadline_s``) is enforced by the parent, from outside.
 
 The worker exits as soon as the program ends. Waiting for the other workers first (so that
@@ -35,13 +35,13 @@ from pathlib import Path
 
 from dtf import supervise
 from dtf._jsonlines import emit
-from dtf.multiworker import hooks
-from dtf.multiworker.hooks import (
+from dtf.multiworker.worker import (
     EXIT_ERROR,
     TrainConfig,
     Worker,
     digits_arrays,
     exit_now,
+    set_current,
     short_message,
 )
 
@@ -71,7 +71,7 @@ def _worker_main(command: dict, proto: int) -> None:
         os.environ[METADATA_ENV] = command["metadata_ip"]
         config = TrainConfig.from_json(command["config"])
         worker = Worker(config, task, Path(command["run_dir"]), emit)
-        hooks.set_current(worker)  # what Worker.current() returns in the program
+        set_current(worker)  # what Worker.current() returns in the program
         program = command["program"]
         sys.argv = [program]
         folder = os.path.dirname(program)

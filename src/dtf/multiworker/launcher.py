@@ -19,7 +19,7 @@ from dtf._util import whole_number
 from dtf.cluster import env as cluster_env
 from dtf.cluster.local import DEFAULT_START_METHOD as CLUSTER_START_METHOD
 from dtf.cluster.spec import DEFAULT_HOST, Task, free_ports, tf_config
-from dtf.multiworker.hooks import EXIT_PREEMPTED, TrainConfig
+from dtf.multiworker.worker import EXIT_PREEMPTED, TrainConfig
 from dtf.supervise import describe_returncode, log_tail, tail_lines
 
 POSIX = os.name == "posix"

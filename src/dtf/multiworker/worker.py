@@ -1,5 +1,7 @@
-"""What a worker program needs besides TensorFlow: its configuration, its events, and the
-hooks that let a notebook provoke failures at a known step.
+"""The worker's side of a run: what a worker program needs besides TensorFlow. Its
+configuration (:class:`TrainConfig`), its link to whoever runs it (:class:`Worker`: events,
+saved weights, the pause that lets a notebook provoke a failure at a known step), its exit
+statuses and its data (:func:`digits_arrays`).
 
 The worker program itself, the TensorFlow of the lesson, is written by notebook 11
 (:mod:`dtf.lessons.worker_program` is generated from its cells). It gets one :class:`Worker`
