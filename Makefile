@@ -96,11 +96,10 @@ measurements: $(STAMP) ## write docs/measurements.md from the last run, test and
 export: $(STAMP) ## rewrite the package files made from notebook cells tagged export:PATH
 	$(PY) -m tools.export $(ARGS)
 
-# The same commands as CI's lint job (.github/workflows/test.yml) and the pre-commit hooks.
-LINT_PATHS := notebooks labs src tools tests
-lint: $(DEV_STAMP) ## ruff check and ruff format --check: notebooks, labs, src, tools, tests
-	$(PY) -m ruff check $(LINT_PATHS)
-	$(PY) -m ruff format --check $(LINT_PATHS)
+# tools/lint.py defines the lint commands; CI's lint job (.github/workflows/test.yml) and the
+# pre-commit hook run the same module.
+lint: $(DEV_STAMP) ## ruff check, ruff format --check, the package's import layers (tools/lint.py)
+	$(PY) -m tools.lint
 
 clean: ## remove build/ (executed copies, reports)
 	rm -rf build

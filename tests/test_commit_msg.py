@@ -44,6 +44,7 @@ def test_the_script_exits_1_with_one_line_per_problem(tmp_path):
 def test_pre_commit_install_also_installs_the_commit_msg_hook():
     config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
     assert "commit-msg" in config["default_install_hook_types"]
-    assert config["default_stages"] == ["pre-commit"]  # ruff does not run on the message
-    (hook,) = [h for r in config["repos"] if r["repo"] == "local" for h in r["hooks"]]
+    assert config["default_stages"] == ["pre-commit"]  # the lint does not run on the message
+    hooks = [h for r in config["repos"] if r["repo"] == "local" for h in r["hooks"]]
+    (hook,) = [h for h in hooks if h["id"] == "commit-subject"]
     assert hook["stages"] == ["commit-msg"] and hook["entry"] == "python tools/commit_msg.py"

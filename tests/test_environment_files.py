@@ -90,6 +90,7 @@ def test_gpu_file_differs_only_in_tensorflow():
 
 # Test and lint tools: contributors and CI install them (requirements-dev.txt), students never.
 DEV_TOOLS = {"pytest", "pytest-xdist", "pytest-timeout", "nbval", "ruff", "uv", "pre-commit"}
+DEV_TOOLS |= {"import-linter"}
 
 
 def test_design_card_packages_are_pinned():
@@ -379,24 +380,29 @@ def test_ci_runs_make_run_on_an_apple_silicon_mac_without_the_test_tools():
 
 
 def test_lint_runs_the_same_commands_everywhere():
-    """CI's lint job, make lint and the pre-commit hooks: the same ruff, the same paths."""
+    """make lint, CI's lint job and the pre-commit hook run one module, tools/lint.py, with the
+    pinned tools: the commands themselves are written there only."""
+    from tools import lint
+
     makefile = (ROOT / "Makefile").read_text()
-    paths = re.search(r"^LINT_PATHS := (.+)$", makefile, re.M).group(1)
     recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
-    made = [line.strip().replace("$(PY) -m ", "") for line in recipe.splitlines()]
-    made = [line.replace("$(LINT_PATHS)", paths) for line in made]
-    assert made == [f"ruff check {paths}", f"ruff format --check {paths}"]
-    assert paths.split() == ["notebooks", "labs", "src", "tools", "tests"]
+    assert [line.strip() for line in recipe.splitlines()] == ["$(PY) -m tools.lint"]
     steps = workflow("test.yml")["jobs"]["lint"]["steps"]
-    assert [s["run"] for s in steps if s.get("run", "").startswith("ruff ")] == made
-    ruff = next(r for r in all_requirements("requirements-dev.txt") if r.name == "ruff")
-    pins_ruff = next(iter(ruff.specifier)).version
+    assert [s["run"] for s in steps if "tools.lint" in s.get("run", "")] == ["python -m tools.lint"]
+    pins = {r.name: r for r in all_requirements("requirements-dev.txt")}
+    installs = " ".join(s["run"] for s in steps if "pip install" in s.get("run", ""))
+    assert "ruff|import-linter" in installs and "requirements-dev.txt" in installs
     config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
-    (repo,) = [r for r in config["repos"] if r["repo"].endswith("astral-sh/ruff-pre-commit")]
-    assert repo["rev"] == f"v{pins_ruff}", "pre-commit's ruff is not the pinned one"
-    hooks = {h["id"]: h for h in repo["hooks"]}
-    assert set(hooks) == {"ruff-check", "ruff-format"}
-    assert all("jupyter" in h["types_or"] for h in hooks.values())
+    hooks = [h for r in config["repos"] for h in r["hooks"]]
+    (hook,) = [h for h in hooks if h["id"] == "lint"]
+    assert hook["entry"] == "python -m tools.lint" and hook["pass_filenames"] is False
+    assert "jupyter" in hook["types_or"]
+    assert sorted(hook["additional_dependencies"]) == sorted(
+        str(pins[name]) for name in ("ruff", "import-linter")
+    ), "pre-commit's lint tools are not the pinned ones"
+    assert not any("ruff" in h["id"] for h in hooks), "one lint hook, the module's commands"
+    assert lint.PATHS == ("notebooks", "labs", "src", "tools", "tests")
+    assert ("tools.lint_imports",) in lint.COMMANDS
 
 
 def noxfile_session(name):
