@@ -25,13 +25,13 @@ import nbformat
 from tests.conftest import ROOT
 
 #: The counts, in the order they take turns. Starting at 3 keeps the 8-replica run off notebook 11,
-#: whose Keras fits with 8 replicas on 2 cores take minutes (seen: over 200 s under load).
+#: whose Keras fits with 8 replicas on 2 cores take minutes.
 COUNTS = (3, 8, 1)
 #: Notebooks given a count of their own instead of a turn; they leave the turns of the others as
 #: they were. 11d's count only changes its in-kernel MirroredStrategy (its worker processes
 #: have one replica each on CPUs), so its 8-replica run is cheap. 12 measures every count from
-#: 1 to NUM_DEVICES, each in a process of its own: at 8 its run took 52 s of CPU (at 3: 28 s),
-#: the most of any run, so it takes 3, which still has a second and a third replica.
+#: 1 to NUM_DEVICES, each in a process of its own, so its cost grows with the count (at 8 the
+#: most of any run): it takes 3, which still has a second and a third replica.
 FIXED = {"11d_input_sharding.ipynb": 8, "12_scaling_and_performance.ipynb": 3}
 #: Parameters that only set how long a timing loop runs (applied where a notebook declares them).
 CHEAP = {"TIMING_STEPS": 10, "TIMED_STEPS": 5, "REPEATS": 2, "WARMUP_STEPS": 2}

@@ -1,7 +1,7 @@
 """Tests for ``dtf.cluster``: specs and their errors, and real server processes.
 
 The spec tests are plain Python. The process tests start real TensorFlow servers; each start
-costs a TensorFlow import in some process (~2-4 s here), so one module-wide cluster serves
+costs a TensorFlow import in some process (seconds of CPU), so one module-wide cluster serves
 the client tests, and the start-up timings double as the tests of leaving a ``with`` block
 normally, by an exception and by a ``KeyboardInterrupt``. Clients run in a subprocess:
 connecting to a cluster changes a process's TensorFlow context for good.

@@ -6,8 +6,8 @@ The post's layout on three hosts of a private /24: ``host`` (the client), ``work
 so a client that hangs can be bounded and killed. The clients are notebook 13's own programs,
 ``python -m dtf.lessons.<name>`` (written into the package from the notebook's cells by
 ``python -m tools.export``): the tests check the code the learner reads. Clients run at
-the same time where they can: three of them import TensorFlow and connect in ~4 s together on
-2 cores. The whole file takes ~25-30 s here, ~10 s of it the wait that shows a hung client.
+the same time where they can (each imports TensorFlow), and the longest wait is the one that
+shows a hung client (docs/measurements.md has what the suites take).
 
 Without root or without ``ip`` the tests that need them skip with one reason; the pure checks
 (subnet picking, names, ``command_prefix`` validation) run everywhere.
