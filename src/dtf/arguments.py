@@ -27,7 +27,7 @@ def check_learning_rate(learning_rate) -> float:
     """``learning_rate`` as a ``float`` if it is a finite number > 0 (not a bool)."""
     if isinstance(learning_rate, bool) or not isinstance(learning_rate, numbers.Real):
         raise TypeError(f"learning_rate must be a number, got {learning_rate!r}")
-    if not (math.isfinite(learning_rate) and learning_rate > 0):
+    if not (math.isfinite(learning_rate) and float(learning_rate) > 0):
         raise ValueError(f"learning_rate must be a finite number > 0, got {learning_rate!r}")
     return float(learning_rate)
 

@@ -188,7 +188,7 @@ def _with_addresses(jobs: Mapping[str, list[str | None]], what: str) -> dict[str
             f"{what} need an address for every task, but job {counted[0]!r} is given as a "
             "number of tasks: write its 'host:port' addresses in the cluster file."
         )
-    return {job: list(addresses) for job, addresses in jobs.items()}
+    return {job: [a for a in addresses if a is not None] for job, addresses in jobs.items()}
 
 
 def host_commands(spec, config_name: str = "cluster.json", exclude=None) -> list[dict[str, str]]:
@@ -267,7 +267,7 @@ def _container(image, command, port: int, name: str, port_name: str, env=(), gpu
         image = DEFAULT_GPU_IMAGE if gpus else DEFAULT_IMAGE
     if not isinstance(image, str) or not image.strip() or any(c.isspace() for c in image):
         raise ClusterConfigError(f"image {image!r} is not a container image name.")
-    container = {
+    container: dict[str, object] = {
         "name": name,
         "image": image,
         "command": _command(command),
@@ -534,7 +534,12 @@ _KINDS = {
     ("v1", "PodTemplate"): "V1PodTemplate",
     ("kubeflow.org/v1", "TFJob"): "KubeflowOrgV1TFJob",
 }
-_PRIMITIVES = {"str": str, "int": int, "float": (int, float), "bool": bool}
+_PRIMITIVES: dict[str, type | tuple[type, ...]] = {
+    "str": str,
+    "int": int,
+    "float": (int, float),
+    "bool": bool,
+}
 
 
 def _model_class(type_name: str):
@@ -737,11 +742,11 @@ def write(
         # The first reason is enough to say what to change (usually both name the same job).
         raise ManifestError(f"--check: no manifest to check, none can be written: {skipped[0]}")
     try:
-        rows = host_commands(spec, exclude=exclude)
+        rows: list[dict[str, str]] | None = host_commands(spec, exclude=exclude)
         configs = tf_configs(spec)
     except ClusterConfigError as exc:
         skipped.append(f"hosts.txt and tf_config/: {exc}")
-        rows = configs = None
+        rows, configs = None, {}
     if not manifests and rows is None:
         # Only cluster.json, a copy of the input, would be written: no deployment at all.
         raise ClusterConfigError(

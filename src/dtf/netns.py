@@ -126,9 +126,9 @@ DEFAULT_HOSTS = ("host", "worker0", "worker1")
 #: Most hosts one :class:`Hosts` makes (one digit in the cable's interface name).
 MAX_HOSTS = 9
 #: The /24 networks tried, in order, when no subnet is given: ``10.213.N.0/24``.
-SUBNET_CANDIDATES = tuple(ipaddress.ip_network(f"10.213.{n}.0/24") for n in range(256))
+SUBNET_CANDIDATES = tuple(ipaddress.IPv4Network(f"10.213.{n}.0/24") for n in range(256))
 #: Where a given subnet may come from.
-PRIVATE_RANGES = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("192.168.0.0/16"))
+PRIVATE_RANGES = (ipaddress.IPv4Network("10.0.0.0/8"), ipaddress.IPv4Network("192.168.0.0/16"))
 #: Host ``i`` (from 0) gets the address ``.FIRST_HOST + i``; the bridge gets ``.1``.
 FIRST_HOST = 11
 #: Seconds :meth:`Hosts.down` waits between ``SIGTERM`` and ``SIGKILL``.
@@ -278,12 +278,12 @@ def routed_networks() -> list[ipaddress.IPv4Network]:
         dst = entry.get("dst", "default")
         if dst != "default":
             with contextlib.suppress(ValueError):
-                found.append(ipaddress.ip_network(dst, strict=False))
+                found.append(ipaddress.IPv4Network(dst, strict=False))
     for interface in _json("-4", "addr", "show"):
         for info in interface.get("addr_info", []):
             with contextlib.suppress(ValueError, KeyError):
                 found.append(
-                    ipaddress.ip_network(f"{info['local']}/{info['prefixlen']}", strict=False)
+                    ipaddress.IPv4Network(f"{info['local']}/{info['prefixlen']}", strict=False)
                 )
     return found
 
@@ -297,7 +297,7 @@ def check_subnet(subnet) -> ipaddress.IPv4Network:
             f"subnet {subnet!r} is not a network: write e.g. '10.213.7.0/24'."
         ) from None
     if (
-        network.version != 4
+        not isinstance(network, ipaddress.IPv4Network)
         or network.prefixlen != 24
         or not any(network.subnet_of(r) for r in PRIVATE_RANGES)
     ):
@@ -569,12 +569,17 @@ class Hosts(supervise.Supervisor):
     @property
     def bridge_address(self) -> str:
         """The root namespace's address on the hosts' network (``.1``)."""
-        return str(self.subnet.network_address + 1)
+        return str(self._network().network_address + 1)
 
     def address(self, name: str) -> str:
         """Host ``name``'s IP address (``.11`` for the first host, ``.12``, ...)."""
         index = self.names.index(self._check_host(name))
-        return str(self.subnet.network_address + FIRST_HOST + index)
+        return str(self._network().network_address + FIRST_HOST + index)
+
+    def _network(self) -> ipaddress.IPv4Network:
+        if self.subnet is None:
+            raise NetnsError("these hosts are not up yet: call up() first.")
+        return self.subnet
 
     @property
     def addresses(self) -> dict[str, str]:
@@ -596,9 +601,10 @@ class Hosts(supervise.Supervisor):
         in the order of ``names``.
         """
         if jobs is None:
-            jobs = {}
+            by_job: dict[str, list[str]] = {}
             for name in self.names:
-                jobs.setdefault(job_of(name), []).append(name)
+                by_job.setdefault(job_of(name), []).append(name)
+            jobs = by_job
         return {job: [f"{self.address(h)}:{port}" for h in hosts] for job, hosts in jobs.items()}
 
     # ------------------------------------------------------------------ running things
@@ -720,7 +726,7 @@ class PrivateCluster:
             raise ValueError(f"two tasks would share a host name: {sorted(self._names.values())}")
         self.hosts = Hosts(list(self._names.values()), subnet=subnet)
         self._kwargs = kwargs
-        self.cluster = None
+        self.cluster: LocalCluster | None = None
 
     def start(self) -> PrivateCluster:
         self.hosts.up()
@@ -750,9 +756,8 @@ class PrivateCluster:
     def __enter__(self) -> PrivateCluster:
         return self.start()
 
-    def __exit__(self, *exc) -> bool:
+    def __exit__(self, *exc) -> None:
         self.stop()
-        return False
 
     def __getattr__(self, name):
         if name in ("cluster", "hosts") or self.__dict__.get("cluster") is None:
@@ -841,7 +846,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("start each server (as root):")
         for job, addresses in spec.items():
             for index, address in enumerate(addresses):
-                ns = hosts.namespace(hosts.host_of(address))
+                host = hosts.host_of(address)
+                assert host is not None, "cluster_spec() gives each host's own address"
+                ns = hosts.namespace(host)
                 if job == "host":  # the post's host is the client: it makes its own server
                     client = f"  then the client, as host/0: ip netns exec {ns} {sys.executable}"
                     continue

@@ -36,7 +36,9 @@ def _serve(command: dict, proto: int) -> int:
     from dtf.cluster.spec import PortInUseError, Task
 
     task = Task(command["job"], int(command["index"]))
-    head = {**_head(command), "pid": os.getpid()}
+    fields = _head(command)
+    assert fields is not None, "the fork server forks a child only for a start command"
+    head = {**fields, "pid": os.getpid()}
     try:
         server.start_server(command["cluster"], task)
     except PortInUseError as exc:

@@ -35,6 +35,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Iterable
+from types import FrameType
 
 #: Keep a warning to this many ports' worth of text.
 _SHOWN_PORTS = 8
@@ -99,7 +100,8 @@ def warn_exposed(
             return False
         _warned = True
     if stacklevel is None:
-        stacklevel, frame = 2, sys._getframe(1)
+        stacklevel = 2
+        frame: FrameType | None = sys._getframe(1)
         while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
             stacklevel, frame = stacklevel + 1, frame.f_back
         if frame is None or frame.f_code.co_filename.startswith("<"):  # python -m dtf...
@@ -127,7 +129,7 @@ def listening(ports: Iterable[int]) -> dict[int, list[str]]:
     """For each port, the local addresses TCP sockets of this machine (this network
     namespace) listen on at it, e.g. ``{2222: ["0.0.0.0"]}``; read from ``/proc/net/tcp``
     and ``tcp6`` on Linux, from ``psutil`` elsewhere."""
-    wanted = {int(p): [] for p in ports}
+    wanted: dict[int, list[str]] = {int(p): [] for p in ports}
     if os.path.exists("/proc/net/tcp"):
         for table in ("tcp", "tcp6"):
             try:

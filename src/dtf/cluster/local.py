@@ -266,7 +266,7 @@ class LocalCluster(supervise.Supervisor):
             self._started()
             exposure.warn_exposed(  # once per process; prefixed tasks run elsewhere (issue 19)
                 [
-                    self.address(t).rsplit(":", 1)[1]
+                    int(self.address(t).rsplit(":", 1)[1])
                     for t in self.started_tasks
                     if t not in self._prefix
                 ]
@@ -461,18 +461,23 @@ class LocalCluster(supervise.Supervisor):
         missing = len(self._auto_hosts)
         taken = {split_address(a)[1] for addresses in self._given.values() for a in addresses if a}
         picked = [p for p in free_ports(missing + len(taken)) if p not in taken][:missing]
-        jobs = {job: list(addresses) for job, addresses in self._given.items()}
+        auto = {}
         for task, host in self._auto_hosts.items():
             host = f"[{host}]" if ":" in host else host
-            jobs[task.job][task.index] = f"{host}:{picked.pop(0)}"
-        return jobs
+            auto[task] = f"{host}:{picked.pop(0)}"
+        return {
+            job: [auto[Task(job, i)] if a is None else a for i, a in enumerate(addresses)]
+            for job, addresses in self._given.items()
+        }
 
     # ------------------------------------------------------------------ internals: processes
 
     def _start_launcher(self, deadline: float) -> None:
+        log_dir = self._log_dir
+        assert log_dir is not None, "start() makes the log folder before the launcher"
         self._launcher, self._launcher_reader = supervise.start_fork_server(
             "dtf.cluster._launcher",
-            self._log_dir / "launcher.log",
+            log_dir / "launcher.log",
             cluster_env.server_env(),
             self._cond,
             self._on_event,
@@ -483,7 +488,7 @@ class LocalCluster(supervise.Supervisor):
             if launcher.poll() is not None:
                 raise ClusterError(
                     f"the cluster launcher {describe_returncode(launcher.returncode)} while "
-                    f"importing TensorFlow.{log_tail(self._log_dir / 'launcher.log')}"
+                    f"importing TensorFlow.{log_tail(log_dir / 'launcher.log')}"
                 )
 
         with self._cond:
@@ -801,6 +806,6 @@ def _command_prefixes(prefixes, jobs) -> dict[Task, tuple[str, ...]]:
 
 
 def _positive_seconds(name: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not float(value) > 0:
         raise ClusterConfigError(f"{name} must be a number of seconds > 0, got {value!r}.")
     return float(value)

@@ -208,7 +208,7 @@ def cluster_from_args(args: argparse.Namespace) -> tuple[dict[str, list[str]], T
     text = str(args.task).strip()
     index = int(text) if text.isdigit() else text
     task = parse_task((args.job, index), jobs)
-    return {job: list(a) for job, a in jobs.items()}, task
+    return {job: [a for a in addresses if a is not None] for job, addresses in jobs.items()}, task
 
 
 def _serve(args: argparse.Namespace, jobs: dict[str, list[str]], task: Task) -> int:

@@ -99,7 +99,8 @@ class Task(NamedTuple):
     """One task of a cluster: ``Task("worker", 1)``, printed ``worker/1``."""
 
     job: str
-    index: int
+    # TensorFlow's name for it (task_index); it hides tuple.index, which a Task never needs.
+    index: int  # type: ignore[assignment]
 
     def __str__(self) -> str:
         return f"{self.job}/{self.index}"

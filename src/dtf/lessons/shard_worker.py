@@ -15,7 +15,7 @@ worker = strategy.cluster_resolver.task_id  # this worker's index in TF_CONFIG
 GLOBAL_BATCH = per_replica_batch * strategy.num_replicas_in_sync  # every replica of every worker
 FILES = sorted(tf.io.gfile.glob(f"{data_dir}/*.tfrecord"))
 FEATURES = {name: tf.io.FixedLenFeature([], tf.int64) for name in ("file", "index")}
-reads = []  # every record id this worker's pipeline produced: what it had to read
+reads: list[int] = []  # every record id this worker's pipeline produced: what it had to read
 
 
 def parse(serialized):  # a record -> its id, file * 1000 + index: where it came from

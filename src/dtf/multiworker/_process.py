@@ -32,6 +32,7 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 from dtf import supervise
 from dtf._jsonlines import emit
@@ -58,7 +59,7 @@ def _emitter(fd: int, run: int, task: int, sent: set[str]):
     return send
 
 
-def _worker_main(command: dict, proto: int) -> None:
+def _worker_main(command: dict, proto: int) -> NoReturn:
     """Run one worker in this process (forked or spawned): the program file of the command,
     as ``python PROGRAM`` would (``runpy``, ``__name__ == "__main__"``); never returns."""
     code = EXIT_ERROR

@@ -96,7 +96,9 @@ class WorkerRun:
         self.config = config
         self.program = program  # the file every worker of this run runs
         self.num_workers = num_workers
-        self.dir = launcher.workdir / f"run-{number}"
+        workdir = launcher.workdir
+        assert workdir is not None, "a run starts on a started launcher (Launcher.run)"
+        self.dir = workdir / f"run-{number}"
         self.dir.mkdir(parents=True)
         ports = free_ports(num_workers)
         self.cluster = {"worker": [f"{DEFAULT_HOST}:{p}" for p in ports]}
@@ -159,12 +161,16 @@ class WorkerRun:
             self.launcher._check_alive()
 
         with self.launcher._cond:
-            if not supervise.wait_until(self.launcher._cond, found, deadline, check):
+            if not supervise.wait_until(
+                self.launcher._cond, lambda: found() is not None, deadline, check
+            ):
                 raise WorkerTimeoutError(
                     f"worker {task} did not report '{event}' within {timeout} s."
                     f"{self._tail(task)}{self._exited_peers()}"
                 )
-            return found()
+            first = found()
+            assert first is not None, "wait_until returned True: the event is there"
+            return first
 
     def send(self, task: int, sig: int) -> float:
         """Send ``sig`` to worker ``task``; returns the ``time.monotonic()`` of sending."""
@@ -408,7 +414,8 @@ class Launcher(supervise.Supervisor):
                     f"{timeout or self.ready_timeout} s (a busy machine imports slowly: "
                     f"give a larger ready_timeout).{self._launcher_tail()}"
                 )
-        return self._loaded_s
+            assert self._loaded_s is not None, "wait_until returned True: it is set"
+            return self._loaded_s
 
     def run(
         self,
@@ -547,7 +554,8 @@ class Launcher(supervise.Supervisor):
                 supervise.stop_child(process, 2 * _STOP_WAIT_S)
                 if self._reader is not None:
                     self._reader.join(1.0)
-                process.stdout.close()
+                if process.stdout is not None:
+                    process.stdout.close()
             # Any worker still there (its launcher gone, say) is killed now.
             supervise.stop_processes(workers, _STOP_WAIT_S, first=signal.SIGKILL)
             for run in self._runs:

@@ -32,6 +32,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, NoReturn
 
 from dtf._util import error_line, whole_number
 
@@ -45,7 +46,8 @@ EXIT_PREEMPTED = 42
 #: The variable a worker run by hand reads its :class:`TrainConfig` from (JSON).
 CONFIG_ENV = "DTF_TRAIN_CONFIG"
 _TICK_S = 0.02
-_DATA: tuple | None = None  # the digits arrays, loaded once (in the launcher: before forking)
+#: ``(x, y)``, the digits arrays, loaded once (in the launcher: before forking).
+_DATA: tuple[Any, Any] | None = None
 _CURRENT: Worker | None = None  # set by the process that runs the program for a launcher
 
 
@@ -107,7 +109,7 @@ class TrainConfig:
         return cls(**json.loads(text))
 
 
-def digits_arrays():
+def digits_arrays() -> tuple[Any, Any]:
     """``(x, y)``: the digits training split as float32 ``(N, 64)`` in [0, 1] and int64,
     loaded once per process (the forking launcher loads them before it forks)."""
     global _DATA
@@ -235,7 +237,7 @@ def error_summary(text: str) -> list[str]:
     return lines or ["(no message)"]
 
 
-def exit_now(code: int) -> None:
+def exit_now(code: int) -> NoReturn:
     """Leave the process at once: never wait on TensorFlow's threads or its shutdown."""
     sys.stdout.flush()
     sys.stderr.flush()
