@@ -7,10 +7,17 @@
 ## Targets (all but help and clean create the venv on first use):
 
 PYTHON ?= python3
-# Pythons that can install the pins (keep in step with requires-python in pyproject.toml;
-# tests/test_environment_files.py checks it). tools/check_platforms.py proves it per platform.
-PYTHON_MIN := 3.11
-PYTHON_MAX := 3.13
+# The Pythons that can install the pins, written once: pyproject.toml's [tool.dtf.pins]
+# python = ">=3.X,<3.Y" gives 3.X to 3.(Y-1) here (awk, as make must work before any Python
+# is known to be usable). tools/check_platforms.py reads the same line and proves it per platform.
+PYTHON_RANGE := $(shell awk -F'"' '/^\[/ { pins = ($$0 == "[tool.dtf.pins]") } \
+  pins && $$1 ~ /^python *= *$$/ && $$2 ~ /^>=3\.[0-9]+,<3\.[0-9]+$$/ \
+  { split($$2, v, /[^0-9]+/); print v[2] "." v[3], v[4] "." v[5] - 1 }' pyproject.toml)
+PYTHON_MIN := $(word 1,$(PYTHON_RANGE))
+PYTHON_MAX := $(word 2,$(PYTHON_RANGE))
+ifeq ($(PYTHON_MAX),)
+$(error pyproject.toml: [tool.dtf.pins] needs a line python = ">=3.X,<3.Y")
+endif
 # One clear message, before anything is created or downloaded, when an interpreter cannot
 # install the pins: $(call check_python,INTERPRETER,WHAT TO DO). tools/check_python.py runs
 # under any Python 2.7 or 3.x; a missing interpreter gets its own message.
@@ -35,7 +42,7 @@ STAMP := $(VENV)/.installed-$(REQUIREMENTS)
 # them: run, lab, outputs and labs never install pytest, ruff or uv.
 DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv dev run test check lab outputs labs measurements export lint clean
+.PHONY: help venv dev run test check netns lab outputs labs measurements export lint clean
 
 help: ## list the targets and options (this text)
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -78,6 +85,12 @@ test: $(DEV_STAMP) ## the fast tests (times: docs/measurements.md): run them aft
 check: $(DEV_STAMP) ## every test: nbval, other device counts, labs, clusters, root (CI runs it)
 	$(PYTEST) -m "not hosted" --record-suite check $(ARGS)
 
+# make check skips the tests marked root (network namespaces, tests/test_netns.py) unless it
+# runs as root. This runs them as root, and DTF_REQUIRE_NETNS=1 makes a machine that cannot
+# create namespaces fail them instead of skipping them: CI runs it after make check.
+netns: $(DEV_STAMP) ## the tests marked root (network namespaces) again, as root through sudo
+	sudo DTF_REQUIRE_NETNS=1 $(PY) -m pytest -q -p no:cacheprovider -m root $(ARGS)
+
 # The course's JupyterLab settings (no news or update pop-ups, README rendered), then JupyterLab
 # on localhost with the README open.
 lab: $(STAMP) ## JupyterLab on this folder, bound to 127.0.0.1, README open, no pop-ups
@@ -97,8 +110,8 @@ export: $(STAMP) ## rewrite the package files made from notebook cells tagged ex
 	$(PY) -m tools.export $(ARGS)
 
 # tools/lint.py defines the lint commands; CI's lint job (.github/workflows/test.yml) and the
-# pre-commit hook run the same module.
-lint: $(DEV_STAMP) ## ruff check, ruff format --check, the package's import layers (tools/lint.py)
+# pre-commit hook run this target.
+lint: $(DEV_STAMP) ## ruff check, ruff format --check, the import layers, mypy (tools/lint.py)
 	$(PY) -m tools.lint
 
 clean: ## remove build/ (executed copies, reports)

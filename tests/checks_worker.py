@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import QUIET_ENV, ROOT
+from tests.helpers import QUIET_ENV, ROOT
 
 READY_TIMEOUT_S = 180.0
 CASE_TIMEOUT_S = 120.0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 #: The counts, in the order they take turns. Starting at 3 keeps the 8-replica run off notebook 11,
 #: whose Keras fits with 8 replicas on 2 cores take minutes.

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import nbformat
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import nbrun
 
 SOLUTIONS_DIR = ROOT / "labs" / "solutions"

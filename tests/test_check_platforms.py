@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import check_platforms as cp
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import check_python as cp
 
 SCRIPT = ROOT / "tools" / "check_python.py"

@@ -22,7 +22,7 @@ import pytest
 
 from dtf.cluster import free_ports, port_in_use, server
 
-from .conftest import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT
 
 pytestmark = pytest.mark.timeout(180)
 READY_WITHIN_S = 90.0

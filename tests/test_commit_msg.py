@@ -7,7 +7,7 @@ import sys
 
 import yaml
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import commit_msg
 
 

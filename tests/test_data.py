@@ -23,7 +23,7 @@ import pytest
 
 from dtf import data
 from dtf.data import NAMES, Dataset, DatasetUnavailableError, cache_paths, load
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 SRC = ROOT / "src"
 N_TRAIN, N_TEST = 12, 6

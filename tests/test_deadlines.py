@@ -31,7 +31,7 @@ import pytest
 from dtf.cluster import GRPC_ENV, LocalCluster, TaskTimeoutError, run_with_deadline
 from dtf.cluster.deadline import abandoned, client_hint, describe
 
-from .conftest import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT
 
 #: The clusters here warn that they listen on every interface: tests/test_exposure.py checks it.
 pytestmark = pytest.mark.filterwarnings("ignore::dtf.cluster.ExposureWarning")

@@ -24,7 +24,7 @@ from dtf import deploy
 from dtf.cluster import ClusterConfigError, answers, free_ports
 from dtf.cluster.spec import Task, tf_config
 
-from .conftest import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT
 from .tf_validation import DISALLOWED, tensorflow_verdicts
 
 pytestmark = pytest.mark.timeout(240)

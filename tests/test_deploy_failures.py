@@ -11,7 +11,7 @@ import pytest
 from dtf import deploy
 from dtf.cluster import ClusterConfigError
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 POST = ROOT / "clusters" / "host_two_workers.json"
 

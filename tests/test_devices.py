@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from dtf import devices
-from tests.conftest import last_json, run_script
+from tests.helpers import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
 # A stand-in for tf.config

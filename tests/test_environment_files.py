@@ -1,8 +1,6 @@
 """requirements*.txt, environment.yml and pyproject.toml must agree, and exactly one
 TensorFlow line must apply on every platform a workshop laptop may have."""
 
-import importlib.util
-import inspect
 import os
 import re
 import shutil
@@ -16,7 +14,8 @@ from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
+from tools.check_platforms import supported_pythons
 from tools.versions import canonical
 
 PLATFORMS = {
@@ -90,7 +89,7 @@ def test_gpu_file_differs_only_in_tensorflow():
 
 # Test and lint tools: contributors and CI install them (requirements-dev.txt), students never.
 DEV_TOOLS = {"pytest", "pytest-xdist", "pytest-timeout", "nbval", "ruff", "uv", "pre-commit"}
-DEV_TOOLS |= {"import-linter"}
+DEV_TOOLS |= {"import-linter", "mypy"}
 
 
 def test_design_card_packages_are_pinned():
@@ -117,9 +116,6 @@ def test_dev_file_holds_only_the_tools_and_goes_on_top_of_either_runtime_file():
     names = {r.name for r in reqs}
     assert not any(n.startswith("tensorflow") for n in names)
     assert not names & {r.name for r in all_requirements("requirements-gpu.txt")}
-    makefile = (ROOT / "Makefile").read_text()
-    install = "-m pip install --progress-bar off -r $(REQUIREMENTS) -r requirements-dev.txt"
-    assert install in makefile
 
 
 # --- pyproject.toml: the package's own metadata ---
@@ -211,33 +207,38 @@ def test_environment_yml_agrees_with_requirements_and_pyproject():
     others = set(conda) - {python[0], "pip"}
     pinned = {r.name for r in all_requirements("requirements.txt")}
     assert not {re.split(r"[=<> ]", o)[0] for o in others} & pinned, "conda duplicates a pip pin"
-    version = python[0].split("=", 1)[1]
-    requires = re.search(r'requires-python = "([^"]+)"', (ROOT / "pyproject.toml").read_text())
-    assert SpecifierSet(requires.group(1)).contains(version + ".0")
 
 
-# --- Which Pythons: one claim everywhere, and make refuses the others before installing ---
+# --- Which Pythons: one source, and make refuses the others before installing ---
 
-SUPPORTED = ["3.11", "3.12", "3.13"]
-
-
-def makefile_var(name: str) -> str:
-    match = re.search(rf"^{name} := (.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
-    assert match, f"Makefile has no {name}"
-    return match.group(1).strip()
+#: pyproject.toml's [tool.dtf.pins] python, the one place that states it: the Makefile reads it
+#: (PYTHON_MIN, PYTHON_MAX; the make tests below run make on a copy) and ruff reads
+#: requires-python. The files that cannot read it are checked against it here.
+SUPPORTED = supported_pythons()
 
 
-def test_supported_pythons_agree_everywhere():
-    from tools.check_platforms import supported_pythons
+def workflow(name: str) -> dict:
+    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8"))
 
-    text = (ROOT / "pyproject.toml").read_text()
-    assert supported_pythons() == SUPPORTED
-    assert [makefile_var("PYTHON_MIN"), makefile_var("PYTHON_MAX")] == [SUPPORTED[0], SUPPORTED[-1]]
-    target = re.search(r'^target-version = "py3(\d+)"', text, re.MULTILINE).group(1)
-    assert f"3.{target}" == SUPPORTED[0], "ruff's target-version is not the oldest supported Python"
-    readme = (ROOT / "README.md").read_text()
-    assert f"Python {SUPPORTED[0]}–{SUPPORTED[-1]}" in readme
-    assert "3.10–" not in readme, "README still claims Python 3.10"
+
+def test_every_file_that_names_a_python_names_the_pins_range():
+    """CI tests the oldest and the newest; the README claims the range (it once still claimed
+    3.10); conda and the dev container install the oldest, the version the course is tested
+    with; the package and its proven range admit every one of them."""
+    low, high = SUPPORTED[0], SUPPORTED[-1]
+    matrix = workflow("test.yml")["jobs"]["make-check"]["strategy"]["matrix"]["python"]
+    assert matrix == [low, high], "CI's make check runs on other Pythons than the pins'"
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    claims = set(re.findall(r"\b(3\.\d+)–(3\.\d+)\b", readme))
+    assert claims == {(low, high)}, f"the README claims {claims}"
+    conda = yaml.safe_load((ROOT / "environment.yml").read_text(encoding="utf-8"))
+    assert f"python={low}" in conda["dependencies"], "environment.yml's Python"
+    dockerfile = (ROOT / ".devcontainer" / "Dockerfile").read_text(encoding="utf-8")
+    assert re.findall(r"^FROM \S+/python:(?:\d+-)?(\d+\.\d+)\b", dockerfile, re.M) == [low]
+    project = pyproject()
+    assert project["tool"]["mypy"]["python_version"] == low, "mypy checks the oldest's types"
+    for spec in (project["project"]["requires-python"], project["tool"]["dtf"]["proven"]["python"]):
+        assert all(SpecifierSet(spec).contains(f"{v}.0") for v in SUPPORTED), spec
 
 
 # A stand-in for `python`: runs the Makefile's check (tools/check_python.py) as the Python it
@@ -306,8 +307,8 @@ def test_make_refuses_an_unsupported_python_before_creating_the_venv(make_copy, 
     assert len(messages) == 1, proc.stderr  # one clear message, and nothing else ran
     (message,) = messages
     assert f"is Python {version}" in message and "does not support" in message
-    assert "it needs Python 3.11 to 3.13" in message
-    assert "make PYTHON=python3.11 run" in message and "README.md" in message
+    assert f"it needs Python {SUPPORTED[0]} to {SUPPORTED[-1]}" in message
+    assert f"make PYTHON=python{SUPPORTED[0]} run" in message and "README.md" in message
     assert calls == [CHECK], "make went past the check"
     assert not (make_copy.root / ".venv").exists()
     assert proc.stdout == ""
@@ -332,6 +333,22 @@ def test_make_explains_an_intel_mac(make_copy):
     assert calls[-1] == "-m venv", proc.stderr
 
 
+def test_make_reads_the_range_from_pyproject(make_copy):
+    """The Makefile states no version: another [tool.dtf.pins] range is the one make applies,
+    and a range it cannot read stops it before anything runs."""
+    pyproject_copy = make_copy.root / "pyproject.toml"
+    text = pyproject_copy.read_text(encoding="utf-8")
+    pins_line = re.compile(r'^(\[tool\.dtf\.pins\]\s*\npython = )"[^"]*"', re.M)
+    assert pins_line.search(text)
+    pyproject_copy.write_text(pins_line.sub(r'\1">=3.12,<3.15"', text))
+    proc, calls = make_copy("3.11.4")
+    assert "it needs Python 3.12 to 3.14" in proc.stderr and calls == [CHECK], proc.stderr
+    pyproject_copy.write_text(pins_line.sub(r'\1"~=3.11"', text))
+    proc, calls = make_copy("3.11.4")
+    # The log holds every call of this test: the second make called nothing.
+    assert "[tool.dtf.pins] needs a line" in proc.stderr and calls == [CHECK], proc.stderr
+
+
 def test_make_names_a_missing_interpreter(make_copy):
     proc, calls = make_copy("3.11.0", python="python3.99-not-installed")
     assert proc.returncode != 0 and calls == []
@@ -349,91 +366,32 @@ def test_make_refuses_a_venv_left_by_an_unsupported_python(make_copy):
     assert "delete .venv" in proc.stderr and "is Python 3.10.12" in proc.stderr
 
 
-def workflow(name: str) -> dict:
-    return yaml.safe_load((ROOT / ".github" / "workflows" / name).read_text(encoding="utf-8"))
+def test_ci_and_pre_commit_run_the_makefiles_targets():
+    """The commands live in the Makefile (and tools/lint.py): CI's jobs and the pre-commit hook
+    call its targets, so no step repeats a pytest, ruff or lint command that could drift."""
+    runs = [
+        step["run"]
+        for job in workflow("test.yml")["jobs"].values()
+        for step in job["steps"]
+        if "run" in step
+    ]
+    targets = {run.split()[1] for run in runs if run.startswith("make ")}
+    assert {"check", "netns", "run", "lint"} <= targets, targets
+    direct = [r for r in runs if re.search(r"-m (pytest|ruff|mypy|tools\.lint)\b", r)]
+    assert not direct, f"call a make target instead: {direct}"
+    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text(encoding="utf-8"))
+    (lint,) = [h for r in config["repos"] for h in r["hooks"] if h["id"] == "lint"]
+    assert lint["entry"] == "make lint"
 
 
-def test_ci_runs_make_check_on_the_oldest_and_newest_supported_python():
-    job = workflow("test.yml")["jobs"]["make-check"]
-    pythons = job["strategy"]["matrix"]["python"]
-    assert pythons == [SUPPORTED[0], SUPPORTED[-1]]
-    steps = job["steps"]
-    setup = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python"))
-    assert setup["with"]["python-version"] == "${{ matrix.python }}"
-    runs = [s["run"] for s in steps if "run" in s]
-    assert "make check PYTHON=python${{ matrix.python }}" in runs
-    # Namespace tests run as root, and fail rather than skip where namespaces cannot be made.
-    root = [r for r in runs if r.startswith("sudo ")]
-    assert root and "DTF_REQUIRE_NETNS=1" in root[0] and "-m root" in root[0]
-    # pip's cache is keyed on every file that decides what is installed.
-    keyed = setup["with"]["cache-dependency-path"].split()
-    assert {"requirements.txt", "requirements-common.txt", "requirements-dev.txt"} <= set(keyed)
-    assert "make check" in (ROOT / ".ci" / "run").read_text()
-
-
-def test_ci_runs_make_run_on_an_apple_silicon_mac_without_the_test_tools():
-    job = workflow("test.yml")["jobs"]["make-run-macos"]
-    assert job["runs-on"] in ("macos-14", "macos-15")  # arm64 runners (macos-15-intel is not)
-    runs = [s["run"] for s in job["steps"] if "run" in s]
-    assert "make run PYTHON=python3.11" in runs
-    assert any("pytest ruff uv" in r for r in runs)
-
-
-def test_lint_runs_the_same_commands_everywhere():
-    """make lint, CI's lint job and the pre-commit hook run one module, tools/lint.py, with the
-    pinned tools: the commands themselves are written there only."""
-    from tools import lint
-
-    makefile = (ROOT / "Makefile").read_text()
-    recipe = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
-    assert [line.strip() for line in recipe.splitlines()] == ["$(PY) -m tools.lint"]
-    steps = workflow("test.yml")["jobs"]["lint"]["steps"]
-    assert [s["run"] for s in steps if "tools.lint" in s.get("run", "")] == ["python -m tools.lint"]
-    pins = {r.name: r for r in all_requirements("requirements-dev.txt")}
-    installs = " ".join(s["run"] for s in steps if "pip install" in s.get("run", ""))
-    assert "ruff|import-linter" in installs and "requirements-dev.txt" in installs
-    config = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
-    hooks = [h for r in config["repos"] for h in r["hooks"]]
-    (hook,) = [h for h in hooks if h["id"] == "lint"]
-    assert hook["entry"] == "python -m tools.lint" and hook["pass_filenames"] is False
-    assert "jupyter" in hook["types_or"]
-    assert sorted(hook["additional_dependencies"]) == sorted(
-        str(pins[name]) for name in ("ruff", "import-linter")
-    ), "pre-commit's lint tools are not the pinned ones"
-    assert not any("ruff" in h["id"] for h in hooks), "one lint hook, the module's commands"
-    assert lint.PATHS == ("notebooks", "labs", "src", "tools", "tests")
-    assert ("tools.lint_imports",) in lint.COMMANDS
-
-
-def noxfile_session(name):
-    """A session function of noxfile.py, imported without running it."""
-    pytest.importorskip("nox")
-    spec = importlib.util.spec_from_file_location("noxfile", ROOT / "noxfile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    session = getattr(module, name)
-    return getattr(session, "func", session)
-
-
-def test_prerelease_job_runs_weekly_and_reports():
+def test_prerelease_job_runs_weekly():
+    """TensorFlow's own tutorials broke silently when Keras 3 arrived, because nothing ran them
+    (tensorflow/tensorflow#72388): the weekly job runs the course on the next stack (noxfile.py's
+    `next` session holds what that stack is)."""
     flow = workflow("prerelease.yml")
-    triggers = flow[True]  # YAML 1.1 reads the key `on` as True
-    assert "workflow_dispatch" in triggers and triggers["schedule"][0]["cron"]
-    text = (ROOT / ".github" / "workflows" / "prerelease.yml").read_text()
-    assert "tensorflow/tensorflow#72388" in text
-    steps = flow["jobs"]["claims"]["steps"]
-    runs = [s.get("run", "") for s in steps]
-    assert any(r.strip().startswith("nox -s next") for r in runs)
-    # keras-nightly replaces keras: uninstalled first (both own the `keras` module), and the
-    # session refuses a stack with both (tools/versions.py)
-    source = inspect.getsource(noxfile_session("next"))
-    uninstall = source.index('"uninstall", "--yes", "keras"')
-    assert uninstall < source.index('"keras-nightly"')
-    assert '"--require", "keras-nightly"' in source
-    suite = next(s for s in steps if "--junitxml=build/junit.xml" in s.get("run", ""))
-    assert suite.get("continue-on-error") is True  # the report says what failed
-    report = next(s for s in steps if "tools/claims_report.py" in s.get("run", ""))
-    assert report.get("if") == "always()" and "--github" in report["run"]
+    assert flow[True]["schedule"][0]["cron"]  # YAML 1.1 reads the key `on` as True
+    runs = [s.get("run", "") for s in flow["jobs"]["claims"]["steps"]]
+    assert any(r.startswith("nox -s next") for r in runs)
 
 
 def test_licenses_are_stated():
@@ -481,7 +439,6 @@ def test_the_pins_lie_in_the_proven_range():
     }
     tensorflow = pins.get("tensorflow-cpu") or pins["tensorflow"]
     assert SpecifierSet(proven["tensorflow"]).contains(tensorflow)
-    assert SpecifierSet(proven["python"]).contains(f"{SUPPORTED[0]}.0")
-    assert SpecifierSet(proven["python"]).contains(f"{SUPPORTED[-1]}.0")
+    # Notebook 00 reads the proven range: it must be the package's own (requires-python).
     requires = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
     assert SpecifierSet(requires) == SpecifierSet(proven["python"])

@@ -9,7 +9,7 @@ import ast
 import nbformat
 import pytest
 
-from tests.conftest import ROOT, notebook
+from tests.helpers import ROOT, notebook
 from tools import export
 
 

@@ -26,7 +26,7 @@ from dtf.cluster import GRPC_ENV, LocalCluster, exposure, grpc_options_value
 from dtf.cluster.exposure import ExposureWarning, firewall_rules, listening
 from dtf.netns import private_cluster
 
-from .conftest import QUIET_ENV, ROOT, netns_cli
+from .helpers import QUIET_ENV, ROOT, netns_cli
 
 REASON = netns.unavailable_reason()
 REQUIRED = os.environ.get("DTF_REQUIRE_NETNS") == "1"

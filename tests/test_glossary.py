@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools.contents import tutorials
 
 

@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 from dtf import masking, quiet
-from tests.conftest import ROOT, last_json, run_script
+from tests.helpers import ROOT, last_json, run_script
 from tests.test_devices import FakeTF
 
 NB01 = "01_masking_cuda_visible_devices.ipynb"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import hosted, nbrun
 from tools.agenda import ONE_DAY
 from tools.versions import canonical, tensorflow_wheel

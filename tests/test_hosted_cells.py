@@ -17,7 +17,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import contents, hosted
 
 URL = hosted.repo_url()

@@ -13,7 +13,7 @@ import urllib.request
 import jsonschema
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import lab_settings
 
 SCHEMAS = lab_settings.settings_dir(sys.prefix).parent / "schemas"

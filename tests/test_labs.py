@@ -22,7 +22,7 @@ import nbformat
 import pytest
 
 from dtf import checks
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.labrun import CHECK_CELL, tasks_of
 from tools import make_labs
 

@@ -13,7 +13,7 @@ import tomllib
 
 from tools import lint, lint_imports
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 CONTRACT = "dtf layers: checks > lessons > plumbing > base"
 #: The circle the test plants: the cluster package (plumbing) imports the namespace hosts,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 #: Per tutorial, the APIs its lesson is about; each must appear in a code cell (not only in prose).
 LESSON_APIS = {

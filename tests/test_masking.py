@@ -25,7 +25,7 @@ from dtf.masking import (
     pci_key,
     visible_mapping,
 )
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 SRC = ROOT / "src"
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from tests.conftest import ROOT, suite_group
+from tests.helpers import ROOT, suite_group
 from tools import measurements
 
 SUITE = {

@@ -35,7 +35,7 @@ from dtf.multiworker import (
 from dtf.multiworker import launcher as mw_launcher
 from dtf.multiworker import worker as mw_worker
 
-from .conftest import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT
 
 POSIX = os.name == "posix"
 pytestmark = pytest.mark.timeout(240)

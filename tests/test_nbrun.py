@@ -10,7 +10,7 @@ import nbformat
 import psutil
 import pytest
 
-from tests.conftest import notebook
+from tests.helpers import notebook
 from tools import nbrun, nbtools
 
 

@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import psutil
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import nbtools
 
 START_TIMEOUT_S = 30

@@ -41,7 +41,7 @@ from dtf.cluster import (
     grpc_options_value,
 )
 
-from .conftest import QUIET_ENV, ROOT, netns_cli
+from .helpers import QUIET_ENV, ROOT, netns_cli
 
 pytestmark = pytest.mark.timeout(180)
 REASON = netns.unavailable_reason()

@@ -26,7 +26,7 @@ import sys
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 #: Each part of notebook 13, and how many of its cells need hosts (each must print the skip line).
 PARTS = {

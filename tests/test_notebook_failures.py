@@ -17,7 +17,7 @@ import uuid
 import psutil
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools import nbrun
 
 TOKEN_ENV = "DTF_FAILURE_TEST_TOKEN"

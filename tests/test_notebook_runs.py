@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from tests import labrun
-from tests.conftest import ROOT, assert_no_stderr, notebook, stderr_outputs
 from tests.device_counts import COUNTS, notebooks, other_counts, parameters, run_with
+from tests.helpers import ROOT, assert_no_stderr, notebook, stderr_outputs
 
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
 TUTORIALS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dtf import arguments, parallel
-from tests.conftest import last_json, run_script
+from tests.helpers import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
 # Shapes and layouts: no TensorFlow
@@ -200,7 +200,7 @@ def test_the_pipeline_lesson_takes_its_checks_from_dtf_arguments():
     ``dtf.parallel`` (read without importing it)."""
     import ast
 
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     tree = ast.parse((ROOT / "src/dtf/lessons/pipeline.py").read_text(encoding="utf-8"))
     sources = {n.module for n in tree.body if isinstance(n, ast.ImportFrom)}

@@ -19,7 +19,7 @@ import pytest
 from dtf import params
 from dtf.params import ParameterError, Rule
 
-from .conftest import ROOT, notebook
+from .helpers import ROOT, notebook
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("*.ipynb"))
@@ -184,7 +184,7 @@ def test_a_batch_taken_from_the_digits_fits_in_them():
 
 
 def test_importing_params_imports_no_tensorflow_keras_or_jax():
-    from .conftest import run_script
+    from .helpers import run_script
 
     proc = run_script(
         "import sys\nfrom dtf import params\n"

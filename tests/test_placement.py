@@ -10,7 +10,7 @@ import nbformat
 import pytest
 
 from dtf import placement
-from tests.conftest import QUIET_ENV, ROOT, last_json, run_script
+from tests.helpers import QUIET_ENV, ROOT, last_json, run_script
 
 LOG = """\
 a: (_Arg): /job:localhost/replica:0/task:0/device:CPU:0

@@ -21,7 +21,7 @@ import pytest
 
 from dtf import profiling
 from dtf.lessons import trace_reading
-from tests.conftest import last_json, run_script
+from tests.helpers import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
 # No TensorFlow needed

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from dtf import quiet
-from tests.conftest import run_script
+from tests.helpers import run_script
 
 
 @pytest.mark.parametrize("level", [5, -1, 4])

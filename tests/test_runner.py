@@ -21,7 +21,7 @@ import nbformat
 import psutil
 import pytest
 
-from tests.conftest import ROOT, notebook
+from tests.helpers import ROOT, notebook
 from tools import execute_in_place, nbtools, run_notebooks
 
 # The first cell of a notebook starts ~2 s after the runner starts it on 2 idle cores (it was

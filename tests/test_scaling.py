@@ -14,7 +14,7 @@ import pytest
 
 from dtf import scaling
 from dtf.lessons.scaling_steps import step_seconds
-from tests.conftest import QUIET_ENV, ROOT
+from tests.helpers import QUIET_ENV, ROOT
 
 
 class FakeResult:

@@ -25,7 +25,7 @@ from html.parser import HTMLParser
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tests.test_timing_outputs import VERDICT, verdict_errors
 
 NOTEBOOKS = ROOT / "notebooks"

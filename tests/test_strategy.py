@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dtf import strategy
-from tests.conftest import last_json, run_script
+from tests.helpers import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
 # Argument checks: no TensorFlow needed

@@ -11,7 +11,7 @@ import sys
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools.nbtools import TUTORIAL_NAME, part_of
 
 TUTORIALS = sorted((ROOT / "notebooks").glob("*.ipynb"))

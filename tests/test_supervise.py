@@ -21,7 +21,7 @@ import pytest
 
 from dtf import supervise
 
-from .conftest import ROOT
+from .helpers import ROOT
 
 pytestmark = [
     pytest.mark.timeout(60),

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 
 from dtf import timing
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 #: The tutorials whose lessons rest on timings; each must print the load before it times.
 TIMING_NOTEBOOKS = ("03b", "04c", "09b", "10b", "12", "12b", "12c", "12d", "12e")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 TOOLS = ROOT / "tools"
 #: The bootstrap, word for word: the one place a script changes the import path.

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dtf import towers
-from tests.conftest import last_json, run_script
+from tests.helpers import last_json, run_script
 
 # --------------------------------------------------------------------------------------------
 # Argument checks: no TensorFlow needed

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .conftest import last_json, run_script
+from .helpers import last_json, run_script
 
 #: What TensorFlow says of a cluster spec with a job no strategy accepts (such as ``host``).
 DISALLOWED = "Disallowed task type found in cluster spec"

@@ -1,8 +1,8 @@
 """``lint-imports`` (import-linter) on this checkout: the layers contract of ``pyproject.toml``.
 
 import-linter finds the ``dtf`` package on the import path; this puts ``src/`` first, so that it
-reads this checkout's files whether or not the course is installed (CI's lint job installs only
-the tools), and keeps no cache folder. Exit status: 0 when every contract is kept.
+reads this checkout's files whether or not the course is installed (an installed copy
+may be older), and keeps no cache folder. Exit status: 0 when every contract is kept.
 """
 
 from __future__ import annotations
