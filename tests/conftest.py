@@ -1,23 +1,17 @@
-"""Shared test helpers.
-
-TensorFlow fixes its device layout once per process, so tests of device configuration run
-small scripts in fresh Python processes (each import of TensorFlow costs ~3 s: the scripts
-check several things at once)."""
+"""pytest's hooks and fixtures for the whole suite, and nothing else: what test modules import
+(ROOT, run_script, notebook, ...) is in tests/helpers.py, so that this file reads as the
+suite's plugin and a helper has one home (tests/test_structure.py checks the imports)."""
 
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+from tests.helpers import ROOT, SUITES_DIR, stderr_outputs, suite_group
 
 
 def _restore(saved: dict) -> None:
@@ -48,59 +42,6 @@ def _environment_restored():
     _restore(saved)
 
 
-def run_script(
-    code: str, timeout: float = 180, env: dict | None = None
-) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter; fail with its output if it exits non-zero."""
-    full_env = {**os.environ, **QUIET_ENV, **(env or {})}
-    full_env.pop("PYTEST_CURRENT_TEST", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=ROOT,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"script failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def netns_cli(*args: str) -> subprocess.CompletedProcess:
-    """``python -m dtf.netns ARGS`` from the repository root, its output captured."""
-    return subprocess.run(
-        [sys.executable, "-m", "dtf.netns", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-    )
-
-
-def last_json(proc: subprocess.CompletedProcess):
-    """The script's result: the last stdout line, as JSON."""
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def notebook(*sources: str, parameters: str | None = None):
-    """A Python notebook: a cell tagged ``parameters`` (if given), then one cell per source."""
-    import nbformat
-
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {
-        "name": "python3",
-        "display_name": "Python 3",
-        "language": "python",
-    }
-    if parameters is not None:
-        cell = nbformat.v4.new_code_cell(parameters)
-        cell.metadata["tags"] = ["parameters"]
-        nb.cells.append(cell)
-    nb.cells.extend(nbformat.v4.new_code_cell(src) for src in sources)
-    return nb
-
-
 @pytest.fixture
 def root() -> Path:
     return ROOT
@@ -114,11 +55,6 @@ def fresh_scorecard():
     checks.reset()
     yield
     checks.reset()
-
-
-def stub(*args):
-    """What tools/make_labs.py leaves in a student lab (a bare raise means the same)."""
-    raise NotImplementedError
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -142,10 +78,17 @@ def pytest_collection_modifyitems(config, items):
         if path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebook)
         item.add_marker(pytest.mark.xdist_group(group))
-    # Whole-notebook runs (10-40 s each) first, the many short tests after them: xdist hands
-    # out groups in this order, so the workers end together instead of one waiting on the
-    # other's last notebook. The sort is stable: a notebook's cells keep their order.
-    items.sort(key=lambda item: item.get_closest_marker("notebook") is None)
+    # Tests that mostly wait (marked ``waits``: minutes of a gRPC ping limit, a frozen peer)
+    # first, so that their wait overlaps the others' work instead of ending the run alone;
+    # then whole-notebook runs (10-40 s each); the many short tests last. xdist hands out
+    # groups in this order, so the workers end together. The sort is stable: a notebook's
+    # cells keep their order.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("waits") is None,
+            item.get_closest_marker("notebook") is None,
+        )
+    )
 
 
 #: An unmarked test slower than this is named at the end of the run: mark it ``slow``.
@@ -177,31 +120,6 @@ def pytest_terminal_summary(terminalreporter):
 
 
 # --------------------------------------------------------------------------- stderr, as seen
-
-
-def stderr_outputs(cells) -> list[str]:
-    """What a learner sees in red stderr boxes in JupyterLab (warnings, logging, prints to
-    stderr), one line per code cell of an executed notebook: ``code cell N ('its first
-    line'): the text``. ``cells``: nbformat nodes or the notebook's JSON dicts."""
-    found = []
-    code = [c for c in cells if c["cell_type"] == "code"]
-    for number, cell in enumerate(code, 1):
-        text = "".join(
-            out.get("text", "")
-            for out in cell.get("outputs", [])
-            if out.get("output_type") == "stream" and out.get("name") == "stderr"
-        )
-        if text:
-            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
-            first = next((line.strip() for line in source.splitlines() if line.strip()), "")
-            found.append(f"code cell {number} ({first[:60]!r}): {' '.join(text.split())[:300]}")
-    return found
-
-
-def assert_no_stderr(cells, what: str) -> None:
-    """Fail when an executed notebook shows a learner anything on stderr."""
-    found = stderr_outputs(cells)
-    assert not found, f"{what} wrote to stderr (a red box in JupyterLab):\n" + "\n".join(found)
 
 
 class _NoStderrUnderNbval:
@@ -240,26 +158,8 @@ def pytest_configure(config):
 
 # --------------------------------------------------------------------------- suite records
 
-#: Where ``--record-suite NAME`` writes ``NAME.json`` (``make test`` and ``make check`` pass it);
-#: ``python -m tools.measurements`` turns the records into docs/measurements.md.
-SUITES_DIR = ROOT / "build" / "suites"
 #: The session's config, for the report hook (which is not given it).
 _CONFIG: dict = {}
-
-
-def suite_group(nodeid: str) -> str:
-    """The group of a test in a suite record: what costs what in ``make check``."""
-    if nodeid.startswith(("notebooks/", "labs/")):
-        return "nbval: tutorials at their default count"
-    for name, group in (
-        ("test_tutorial_runs_at_another_device_count", "tutorials at another device count"),
-        ("test_lab_solution_runs", "lab solutions at another device count"),
-        ("test_student_lab_runs", "student labs"),
-        ("tests/test_keepalive_claim.py", "keepalive measured (waits on gRPC)"),
-    ):
-        if name in nodeid:
-            return group
-    return "every other test"
 
 
 def pytest_addoption(parser):

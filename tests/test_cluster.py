@@ -48,7 +48,7 @@ from dtf.cluster import local as cluster_local
 from dtf.cluster.server import DELAY_ENV, parse_ready_line, ready_line
 from dtf.cluster.spec import MAX_COUNT, all_tasks, parse_task, select_tasks, split_address
 
-from .conftest import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT
 from .tf_validation import DISALLOWED, tensorflow_verdicts
 
 POSIX = os.name == "posix"
@@ -916,6 +916,7 @@ print(json.dumps(out), flush=True)
 
 
 @pytest.mark.slow
+@pytest.mark.waits  # and with it this module's group, the longest of the plain tests
 def test_a_restarted_parameter_server_is_reached_again_at_once():
     """Kill the ps under a ParameterServerStrategy coordinator, restart it at the same
     address and reconnect: the first attempts may still fail with 'Connection refused' (gRPC

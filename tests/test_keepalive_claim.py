@@ -42,10 +42,14 @@ import pytest
 
 from dtf.cluster import GRPC_ENV
 
-from .conftest import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT
 
 #: The clusters here warn that they listen on every interface: tests/test_exposure.py checks it.
-pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::dtf.cluster.ExposureWarning")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.waits,  # minutes, nearly all of it gRPC's ping limit: run first (conftest.py)
+    pytest.mark.filterwarnings("ignore::dtf.cluster.ExposureWarning"),
+]
 
 #: A call to a task frozen before it must fail within this many seconds (measured: ~2 s).
 WITHIN_SECONDS_S = 10.0

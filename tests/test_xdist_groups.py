@@ -22,3 +22,30 @@ def test_this_test_carries_its_module_s_group(request: pytest.FixtureRequest) ->
         f"{request.node.nodeid}: --dist loadgroup did not group this test; is pytest newer "
         "than requirements-dev.txt pins (pytest-dev/pytest-xdist#1386)?"
     )
+
+
+def test_tests_that_wait_go_first_then_notebooks_then_the_rest() -> None:
+    """The order xdist hands groups out in (tests/conftest.py): a test marked ``waits`` (its
+    whole module group with it) before the notebook runs, the short tests after them, so
+    that minutes of waiting overlap the other workers' work instead of ending the run."""
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT
+
+    paths = ["tests/test_timing.py", "notebooks/00_setup_check.ipynb"]
+    paths.append("tests/test_keepalive_claim.py")
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *paths],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    kinds = [
+        "waits" if "keepalive" in i else "notebook" if i.startswith("notebooks/") else "rest"
+        for i in ids
+    ]
+    assert kinds and kinds == sorted(kinds, key=["waits", "notebook", "rest"].index), ids
+    assert set(kinds) == {"waits", "notebook", "rest"}
