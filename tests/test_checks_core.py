@@ -16,7 +16,8 @@ import pytest
 
 from dtf import checks
 from dtf.checks import core
-from tests.conftest import ROOT, last_json, run_script, stub
+from tests.answers import stub
+from tests.helpers import ROOT, last_json, run_script
 from tools import make_labs
 
 pytestmark = pytest.mark.usefixtures("fresh_scorecard")  # conftest: an empty scorecard
@@ -471,7 +472,8 @@ def test_stub_message_matches_the_generator() -> None:
 #: Answers, in a notebook's namespace of their own, that reach (or do not) the course's code.
 ANSWERS = """
 import dtf
-from dtf import towers, multiworker
+from dtf import towers
+from dtf.lessons import worker_program
 from dtf.towers import split_batch as renamed
 
 
@@ -496,15 +498,15 @@ def other_function(x, y, n):
 
 
 def skipped_after(x, y, g, seed, r):
-    return multiworker.global_batches(x, y, g, seed).skip(r)
+    return worker_program.global_batches(x, y, g, seed).skip(r)
 
 
 def skip_keyword(x, y, g, seed, r):
-    return multiworker.global_batches(x, y, g, seed, skip=r)
+    return worker_program.global_batches(x, y, g, seed, skip=r)
 
 
 def skip_position(x, y, g, seed, r):
-    return multiworker.global_batches(x, y, g, seed, r)
+    return worker_program.global_batches(x, y, g, seed, r)
 
 
 def dotted(x):
@@ -536,7 +538,7 @@ def local_module(v, i):
 
 REFERENCES = (
     "dtf.towers.split_batch",
-    "dtf.multiworker.global_batches(skip)",
+    "dtf.lessons.worker_program.global_batches(skip)",
     "dtf.cluster.spec.tf_config",
     "dtf.deploy.expand_tf_config",
 )
@@ -561,8 +563,8 @@ def answers():
         ("uses_own", None),
         ("other_function", None),
         ("skipped_after", None),  # the stream, skipped by the answer: the lab's solution
-        ("skip_keyword", "calls `dtf.multiworker.global_batches` with `skip`"),
-        ("skip_position", "calls `dtf.multiworker.global_batches` with `skip`"),
+        ("skip_keyword", "calls `dtf.lessons.worker_program.global_batches` with `skip`"),
+        ("skip_position", "calls `dtf.lessons.worker_program.global_batches` with `skip`"),
         ("dotted", "calls `dtf.cluster.spec.tf_config`"),
         ("through_a_helper", "calls `dtf.towers.split_batch` (through `helper`)"),
         ("local_import", "calls `dtf.deploy.expand_tf_config`"),

@@ -35,7 +35,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 from tools.make_labs import task_number
 
 SOLUTIONS = sorted((ROOT / "labs" / "solutions").glob("[0-9][0-9]_*_lab.ipynb"))

@@ -15,8 +15,8 @@ import pytest
 
 from dtf import checks, masking
 from dtf.checks import lab01
+from tests.answers import stub
 from tests.checks_worker import worker_fixture
-from tests.conftest import stub
 
 tf_worker = worker_fixture(num_devices=2)
 

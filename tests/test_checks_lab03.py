@@ -19,7 +19,7 @@ from dtf import checks
 from dtf.checks import lab03
 from tests.answers import stub
 from tests.checks_worker import worker_fixture
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 #: The answers are functions of tests/answers/lab03.py, imported in the worker.
 tf_worker = worker_fixture(

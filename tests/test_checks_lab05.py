@@ -640,7 +640,7 @@ def test_task6_shows_even_enough_to_the_learner() -> None:
     import nbformat
 
     from dtf.checks import lab05
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     nb = nbformat.read(ROOT / "labs" / "solutions" / "05_mirrored_step_lab.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells)
@@ -658,13 +658,13 @@ def test_tasks_4_6_and_7_refuse_the_course_s_own_code() -> None:
     assert "calls `dtf.checks.lab05.policy_outcome`" in verdict.message
 
     def make_train_step(strategy, model, optimizer, global_batch):
-        from dtf import multiworker
+        from dtf.lessons import worker_program
 
-        return multiworker.make_train_step(strategy, model, optimizer, global_batch)
+        return worker_program.make_train_step(strategy, model, optimizer, global_batch)
 
     verdict = lab05.task4(make_train_step, None)
     assert verdict.status == "wrong", verdict.message
-    assert "calls `dtf.multiworker.make_train_step`" in verdict.message
+    assert "calls `dtf.lessons.worker_program.make_train_step`" in verdict.message
 
 
 def test_task6_rules_follow_the_measured_file_split() -> None:

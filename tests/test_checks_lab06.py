@@ -35,6 +35,7 @@ import time
 import psutil
 
 from dtf import multiworker
+from dtf.lessons import worker_program
 from dtf.multiworker import Launcher, TrainConfig
 
 from tests.answers import lab06 as answers
@@ -444,15 +445,17 @@ def test_task3_other_right_answers(tf_worker, switches) -> None:
 
 
 def test_task3_the_course_s_own_skip_is_refused(tf_worker) -> None:
-    """``multiworker.global_batches(..., skip=...)`` does the task: accepted before issue 26.
+    """``worker_program.global_batches(..., skip=...)`` does the task: accepted before issue 26.
     The same stream without its skip argument, skipped by the answer, is the solution."""
     for call in ("global_batches(x, y, g, seed, skip=r)", "global_batches(x, y, g, seed, r)"):
         outcome = tf_worker.run(
-            f"def resumed_batches(x, y, g, seed, r):\n    return multiworker.{call}\n"
+            f"def resumed_batches(x, y, g, seed, r):\n    return worker_program.{call}\n"
             "verdict = checks.lab06.task3(resumed_batches, 64, 20, 40)\n"
         )
         assert_verdict(
-            outcome, "wrong", ["calls `dtf.multiworker.global_batches` with `skip`", "yourself"]
+            outcome,
+            "wrong",
+            ["calls `dtf.lessons.worker_program.global_batches` with `skip`", "yourself"],
         )
 
 

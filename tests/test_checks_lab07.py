@@ -18,7 +18,8 @@ import pytest
 from dtf import checks, deploy
 from dtf.checks import lab07
 from dtf.cluster.spec import load
-from tests.conftest import ROOT, stub
+from tests.answers import stub
+from tests.helpers import ROOT
 
 POST = load(ROOT / "clusters" / "host_two_workers.json")
 NAME, PORT = "dtf-cluster", 2222

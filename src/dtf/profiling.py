@@ -69,20 +69,6 @@ def xplane_pb2():
     return module
 
 
-def __getattr__(name: str):
-    """TEMPORARY (issue 27): ``profiling.ops`` and ``profiling.breakdown`` for lab 05's checker
-    (``dtf/checks/lab05.py``) and its tests, which still call them; they move to
-    :mod:`dtf.lessons.trace_reading` (``op_table(profiling.host_plane(space))``, ``breakdown``),
-    and this function goes. The layers contract ignores this one import (``pyproject.toml``)."""
-    if name in ("ops", "breakdown"):
-        from dtf.lessons import trace_reading
-
-        if name == "breakdown":
-            return trace_reading.breakdown
-        return lambda space, plane=HOST_PLANE: trace_reading.op_table(host_plane(space, plane))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 def trace_files(logdir: str | os.PathLike) -> list[Path]:
     """The ``.xplane.pb`` files under ``logdir``, oldest run first (run folders sort by time)."""
     root = Path(logdir)
@@ -213,7 +199,8 @@ def plot_step(ax, table: pd.DataFrame, step: pd.Series, title: str = "") -> None
 
     inside = in_step(table, step)
     threads = sorted(set(inside["thread"]))
-    labels, seen = [], {}
+    labels: list[str] = []
+    seen: dict[str, int] = {}
     for thread in threads:  # "tf_Compute/8347..." -> "tf_Compute 1": the thread ids say nothing
         prefix = thread.split("/")[0]
         seen[prefix] = seen.get(prefix, 0) + 1

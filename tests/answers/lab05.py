@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from dtf import profiling
 from dtf.checks import lab05
+from dtf.lessons import trace_reading
 
 
 def make_distribute(
@@ -176,7 +177,9 @@ def make_train_epoch(drop=True, loss="global", per_replica=True):
 def find_bottleneck(logdir):
     """Task 7: the solution."""
     space = profiling.load(logdir)
-    table = profiling.breakdown(profiling.ops(space), profiling.steps(space))
+    table = trace_reading.breakdown(
+        trace_reading.op_table(profiling.host_plane(space)), profiling.steps(space)
+    )
     shares = profiling.shares(table)
     kind = shares.idxmax()
     return kind, float(shares[kind])
@@ -185,7 +188,9 @@ def find_bottleneck(logdir):
 def in_milliseconds(logdir):
     """Task 7: the kind's milliseconds, not its share."""
     space = profiling.load(logdir)
-    table = profiling.breakdown(profiling.ops(space), profiling.steps(space))
+    table = trace_reading.breakdown(
+        trace_reading.op_table(profiling.host_plane(space)), profiling.steps(space)
+    )
     kind = profiling.shares(table).idxmax()
     return kind, float(table[kind].sum())
 

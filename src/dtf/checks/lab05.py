@@ -619,7 +619,7 @@ TASK4_MISTAKES = (
 )
 
 
-@task(LAB, 4, references=("dtf.multiworker.make_train_step",))
+@task(LAB, 4, references=("dtf.lessons.worker_program.make_train_step",))
 def task4(answer: Any, strategy: Any) -> str:
     """``make_train_step(strategy, model, optimizer, global_batch_size) -> train_step``, a
     ``tf.function`` returning the global batch's mean loss: run for :data:`STEPS` global
@@ -902,7 +902,8 @@ def task6(answer: Any) -> str:
 
 # --------------------------------------------------------------------------- task 7
 
-#: Task 7: the kinds of time a step is split into (``dtf.profiling.breakdown``'s columns).
+#: Task 7: the kinds of time a step is split into (the columns of
+#: ``dtf.lessons.trace_reading.breakdown``).
 BOTTLENECK_KINDS = ("compute", "communication", "input", "idle")
 #: Task 7: how far the learner's share may be from the trace's.
 SHARE_TOLERANCE = 0.01
@@ -912,7 +913,7 @@ CHAIN, SIZE, TRACED_STEPS = 4, 384, 3
 
 
 def bottleneck(table) -> tuple[str, float]:
-    """``(kind, share)``: the column of ``dtf.profiling.breakdown``'s ``table`` (idle
+    """``(kind, share)``: the column of ``dtf.lessons.trace_reading.breakdown``'s ``table`` (idle
     included) with the largest share of the steps' total time, and that share."""
     from dtf import profiling
 
@@ -924,9 +925,11 @@ def bottleneck(table) -> tuple[str, float]:
 def trace_bottleneck(logdir: Any) -> tuple[str, float]:
     """:func:`bottleneck` of the newest trace under ``logdir``."""
     from dtf import profiling
+    from dtf.lessons import trace_reading
 
     space = profiling.load(logdir)
-    return bottleneck(profiling.breakdown(profiling.ops(space), profiling.steps(space)))
+    table = trace_reading.op_table(profiling.host_plane(space))
+    return bottleneck(trace_reading.breakdown(table, profiling.steps(space)))
 
 
 def _summed_durations(table_ops, steps) -> dict[str, float]:
@@ -955,18 +958,18 @@ TASK7_MISTAKES = (
         _NOT_LARGEST,
         "you added up the ops' durations: ops on several threads run at the same time, and an "
         "asynchronous op's duration is mostly waiting, so time is counted several times; "
-        "count each moment once, as profiling.breakdown does",
+        "count each moment once, as trace_reading.breakdown does",
     ),
     Mistake(
         lambda kind, want_kind, **_: kind != want_kind == "idle",
         _NOT_LARGEST,
         "a moment in which no op runs counts too (idle): compare every column of "
-        "profiling.breakdown, idle included",
+        "trace_reading.breakdown, idle included",
     ),
     Mistake(
         lambda kind, want_kind, **_: kind != want_kind,
         _NOT_LARGEST,
-        "the bottleneck is the column of profiling.breakdown with the largest share of the "
+        "the bottleneck is the column of trace_reading.breakdown with the largest share of the "
         "traced steps' total time, all steps together",
     ),
     Mistake(
@@ -993,7 +996,8 @@ TASK7_MISTAKES = (
 
 def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) -> str:
     """Judge ``got`` (the learner's ``(kind, share)``) against ``table``, a
-    ``dtf.profiling.breakdown`` of the trace (``summed``: its :func:`_summed_durations`):
+    ``dtf.lessons.trace_reading.breakdown`` of the trace (``summed``: its
+    :func:`_summed_durations`):
     :class:`Wrong` with a hint that names the mistake, or the kind and share."""
     from dtf import profiling
 
@@ -1001,7 +1005,7 @@ def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) ->
     if not isinstance(kind, str) or kind not in BOTTLENECK_KINDS:
         raise Wrong(
             f"expected a kind of time, got {short(kind)}",
-            "name it as profiling.breakdown's columns do: " + ", ".join(BOTTLENECK_KINDS),
+            "name it as trace_reading.breakdown's columns do: " + ", ".join(BOTTLENECK_KINDS),
         )
     try:
         share = float(as_array(share))
@@ -1046,12 +1050,13 @@ def compute_bound_trace(logdir: Any) -> None:
 
 def _judge_trace(answer: Any, logdir: Any) -> str:
     from dtf import profiling
+    from dtf.lessons import trace_reading
 
     space = profiling.load(logdir)
-    table_ops, steps = profiling.ops(space), profiling.steps(space)
+    table_ops, steps = trace_reading.op_table(profiling.host_plane(space)), profiling.steps(space)
     got = call_function(answer, str(logdir))
     return judge_bottleneck(
-        got, profiling.breakdown(table_ops, steps), _summed_durations(table_ops, steps)
+        got, trace_reading.breakdown(table_ops, steps), _summed_durations(table_ops, steps)
     )
 
 

@@ -605,7 +605,7 @@ def _offset(flat: np.ndarray, batch: np.ndarray) -> int | None:
 
 def _skipped_batches(x, y, g: int, seed: int, r: int, got: list) -> bool:
     """Whether ``got`` starts ``r × g`` batches into the workers' stream."""
-    from dtf.multiworker import global_batches
+    from dtf.lessons.worker_program import global_batches
 
     if not 0 < r * g * g <= FAR_EXAMPLES:
         return False
@@ -695,7 +695,7 @@ STREAM_MISTAKES = (
 
 def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> None:
     """The learner's stream against the workers' (numbered examples), batch by batch."""
-    from dtf.multiworker import global_batches
+    from dtf.lessons.worker_program import global_batches
 
     g, r, k = global_batch, restored, STREAM_BATCHES
     what = f"a global batch of {g} resumed after step {r}"
@@ -728,7 +728,8 @@ def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> N
 
 def _fresh(seed: int):
     """The workers' model and optimizer, built (one process, the default strategy)."""
-    from dtf.multiworker import TrainConfig, build_model, make_optimizer
+    from dtf.lessons.worker_program import build_model, make_optimizer
+    from dtf.multiworker import TrainConfig
 
     model = build_model(seed)
     optimizer = make_optimizer(TrainConfig(seed=seed))
@@ -739,7 +740,7 @@ def _fresh(seed: int):
 def _train(model, optimizer, stream, steps: int, global_batch: int) -> None:
     import tensorflow as tf
 
-    from dtf.multiworker import make_train_step
+    from dtf.lessons.worker_program import make_train_step
 
     step = make_train_step(tf.distribute.get_strategy(), model, optimizer, global_batch)
     batches = iter(stream)
@@ -751,7 +752,8 @@ def _train(model, optimizer, stream, steps: int, global_batch: int) -> None:
 def _uninterrupted(steps: int, global_batch: int, seed: int) -> tuple:
     """The weights after ``steps`` uninterrupted steps on the workers' stream, in one process
     (notebook 11 shows the workers match it to round-off)."""
-    from dtf.multiworker import digits_arrays, global_batches
+    from dtf.lessons.worker_program import global_batches
+    from dtf.multiworker import digits_arrays
 
     model, optimizer = _fresh(seed)
     stream = global_batches(*digits_arrays(), global_batch, seed)
@@ -767,7 +769,8 @@ def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: 
     stream to ``steps``: the largest difference from an uninterrupted run."""
     import tensorflow as tf
 
-    from dtf.multiworker import digits_arrays, global_batches
+    from dtf.lessons.worker_program import global_batches
+    from dtf.multiworker import digits_arrays
 
     x, y = digits_arrays()
     model, optimizer = _fresh(seed)
@@ -800,7 +803,7 @@ def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: 
     )
 
 
-@task(LAB, 3, references=("dtf.multiworker.global_batches(skip)",))
+@task(LAB, 3, references=("dtf.lessons.worker_program.global_batches(skip)",))
 def task3(answer: Any, global_batch: int, restored_step: int, steps: int, seed: int = 42) -> str:
     """``resumed_batches(x, y, global_batch, seed, restored_step) -> tf.data.Dataset``: compared
     batch by batch with the workers' stream for the lab's case and :data:`STREAM_CASES`; then

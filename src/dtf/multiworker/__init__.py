@@ -112,26 +112,6 @@ __all__ = [
     "WorkerRun",
     "WorkerTimeoutError",
     "Worker",
-    "build_model",
     "digits_arrays",
     "error_summary",
-    "global_batches",
-    "initial_weights",
-    "make_optimizer",
-    "make_train_step",
 ]
-
-#: The program's functions, from the generated :mod:`dtf.lessons.worker_program`, which
-#: imports this package: imported on first use. TEMPORARY, until lab 06's checker (and lab
-#: 05's task-4 reference name) import them from there; then delete it, and its exception
-#: in the layers contract (pyproject.toml). Everything else imports dtf.lessons.worker_program.
-_PROGRAM_NAMES = {"build_model", "global_batches", "initial_weights", "make_optimizer"}
-_PROGRAM_NAMES |= {"make_train_step"}
-
-
-def __getattr__(name: str):
-    if name in _PROGRAM_NAMES:
-        from dtf.lessons import worker_program
-
-        return getattr(worker_program, name)
-    raise AttributeError(f"module 'dtf.multiworker' has no attribute {name!r}")
