@@ -27,9 +27,9 @@ import sys
 import textwrap
 import traceback
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence, Sized
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -142,17 +142,18 @@ def _unwrapped(exc: BaseException) -> tuple[str, tuple[str, str] | None]:
     text = next((ln.strip() for ln in lines if ln.strip()), "")
     where = None
     if text in _WRAPPER_HEADERS:
-        frames = [i for i, ln in enumerate(lines) if _FRAME.match(ln)]
-        start = frames[-1] + 1 if frames else 1
+        frames = [(i, frame) for i, ln in enumerate(lines) if (frame := _FRAME.match(ln))]
+        start = frames[-1][0] + 1 if frames else 1
         # After the last frame: its code line (if any), a blank line, then the message.
         while start < len(lines) and lines[start].strip():
             start += 1
         text = next((ln.strip() for ln in lines[start:] if ln.strip()), "")
-        mine = [i for i in frames if (_FRAME.match(lines[i])["mark"] or "").strip() == "*"]
-        if mine and mine[-1] + 1 < len(lines):
-            code = lines[mine[-1] + 1].strip()
-            if code and not _FRAME.match(lines[mine[-1] + 1]):
-                where = (_FRAME.match(lines[mine[-1]])["function"], code)
+        mine = [(i, frame) for i, frame in frames if (frame["mark"] or "").strip() == "*"]
+        if mine and mine[-1][0] + 1 < len(lines):
+            last, frame = mine[-1]
+            code = lines[last + 1].strip()
+            if code and not _FRAME.match(lines[last + 1]):
+                where = (frame["function"], code)
         kind = re.match(r"^(?P<type>[A-Za-z_][\w.]*): ?(?P<rest>.*)$", text)
         if kind and kind["type"].rpartition(".")[2] == type(exc).__name__:
             text = kind["rest"].strip()
@@ -421,13 +422,16 @@ def reference_reached(answer: Any, references: Sequence[str]) -> str | None:
     names its code (and that of the notebook's functions it calls) loads, before it runs."""
     targets = []
     for reference in references:
-        path, arg = _REFERENCE.fullmatch(reference).group("path", "arg")
+        match = _REFERENCE.fullmatch(reference)
+        if match is None:
+            raise ValueError(f"not `module.name` or `module.name(arg)`: {reference!r}")
+        path, arg = match.group("path", "arg")
         module, _, name = path.rpartition(".")
         targets.append((getattr(importlib.import_module(module), name), path, arg))
     for target, path, arg in targets:
         if arg is None and inspect.unwrap(getattr(answer, "python_function", answer)) is target:
             return f"is `{path}`"
-    todo = [(answer, None)]
+    todo: list[tuple[Any, str | None]] = [(answer, None)]
     seen: set[int] = set()
     while todo and targets:
         function, via = todo.pop()
@@ -558,7 +562,7 @@ def expect_kind(
     what: str | None = None,
 ) -> Any:
     """``got`` when it is a ``kind`` (of ``size`` items, when given), else :class:`Wrong`."""
-    if not isinstance(got, kind) or (size is not None and len(got) != size):
+    if not isinstance(got, kind) or (size is not None and len(cast(Sized, got)) != size):
         raise Wrong(f"{_prefix(what)}expected {described}, got {short(got)}", hint)
     return got
 
@@ -623,10 +627,11 @@ class Mistake:
     hint: str
 
 
-def diagnose(mistakes: Sequence[Mistake], fallback: str | None = None, **facts: Any) -> None:
+def diagnose(mistakes: Sequence[Mistake], fallback: str | None = None, /, **facts: Any) -> None:
     """Raise :class:`Wrong` for the first of ``mistakes`` whose test holds on ``facts``; when
     none does and ``fallback`` is given, raise :class:`Wrong` with it (formatted, no hint).
-    A task's table lists its mistakes in the order a learner should meet them."""
+    A task's table lists its mistakes in the order a learner should meet them. Both are
+    positional-only, so any name (``mistakes``, ``fallback`` too) can be a fact."""
     for mistake in mistakes:
         if mistake.test(**facts):
             raise Wrong(mistake.detail.format(**facts), mistake.hint.format(**facts))

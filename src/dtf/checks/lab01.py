@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -68,6 +68,7 @@ _GPU_IN_CODE = re.compile(r"(?i)/(?:device:)?gpu:(?P<n>\d*)|\bgpu:(?P<m>\d+)")
 
 def _as_mapping(value: Any) -> Any:
     """``{0: 2, 1: 3}`` from a dict or a list ``[2, 3]`` of whole numbers, else ``value``."""
+    items: Iterable[tuple[Any, Any]]
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, (list, tuple)):
@@ -407,8 +408,8 @@ def task4(answer: Any, log: Any, setup: Any) -> str:
                     again,
                 )
             moved[kind] = (device, ", ".join(ran))
-    ran = ", ".join(devices_of(table, [op_type]))
-    facts = dict(op_type=op_type, reason=reason, asked=asked, moved=moved, ran=ran)
+    op_ran = ", ".join(devices_of(table, [op_type]))
+    facts = dict(op_type=op_type, reason=reason, asked=asked, moved=moved, ran=op_ran)
     diagnose(TASK4_MISTAKES, **facts, ops=", ".join(asked), wanted=asked.get(op_type))
     # Right: "missing-device" is the only way an op of colleague_forward moves.
     others = [o for o in moved if o != op_type]

@@ -211,11 +211,11 @@ def _measured_bytes(layer_sizes, layer_devices, build_on: str | None) -> dict[st
     if build_on is None:
         stages = parallel.build_stages(layer_sizes, list(layer_devices), num_stages=num_layers)
         return parallel.parameter_bytes(stages)
-    stages = iter(parallel.build_stages(layer_sizes, [build_on], num_stages=num_layers))
+    built = iter(parallel.build_stages(layer_sizes, [build_on], num_stages=num_layers))
     return _per_device(
         layer_sizes,
         layer_devices,
-        lambda *_: sum(parallel.parameter_bytes([next(stages)]).values()),
+        lambda *_: sum(parallel.parameter_bytes([next(built)]).values()),
     )
 
 
@@ -423,7 +423,7 @@ def reason_of(message: str) -> str | None:
 def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
     """``{call: None or (exception type name, reason key)}`` from the learner's dict."""
     expect_kind(got, Mapping, "a dict {call number: None or (exception type, reason)}")
-    out = {}
+    out: dict[int, tuple[str, str] | None] = {}
     for key, value in got.items():
         try:
             number = int(key)
@@ -472,12 +472,13 @@ def task3(answer: Any) -> str:
     for number in CALLS:
         outcome, got = measured[number], predicted[number]
         expected = outcome and (outcome[0], reason_of(outcome[1]))
+        compared: tuple[str, str | None] | None = got
         if expected and expected[1] is None:
             unknown.append(number)
-            got = got and (got[0], None)  # a message this checker does not know: the type only
-        if got != expected:
+            compared = got and (got[0], None)  # a message this checker does not know: its type
+        if compared != expected:
             wrong.append(number)
-            if got and expected and got[0] == expected[0]:
+            if compared and expected and compared[0] == expected[0]:
                 reason_only.append(number)
     if wrong:
         detail = f"{len(wrong)} of {len(CALLS)} predictions are wrong: "

@@ -178,7 +178,7 @@ def _shards(strategy: Any, got: Any, n: int, limit: int, what: str) -> list[list
     together = (
         "keep x and y together in one dataset, and batch that dataset, not x and y separately"
     )
-    batches = []
+    batches: list[list[np.ndarray]] = []
     for element in got:
         if len(batches) == limit:
             break
@@ -523,7 +523,7 @@ def task3(answer: Any, strategy: Any) -> str:
 # --------------------------------------------------------------------------- task 4
 
 
-def _probe():
+def _probe() -> tuple[Any, list[tuple[Any, Any]]]:
     """An identity Keras layer that notes ``(strategy, replica)`` of every call in a replica
     context (in a ``tf.function``, of every trace), and the list it notes them in."""
     import keras

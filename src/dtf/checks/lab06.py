@@ -837,11 +837,19 @@ class FailingLauncher:
     after step ``fail_at`` of the first run (``every_run``: of every run), as a crash would,
     and starts at most ``max_runs`` runs."""
 
-    def __init__(self, launcher, victim, fail_at, max_runs, timeout, every_run=False):
+    def __init__(
+        self,
+        launcher: Any,
+        victim: int,
+        fail_at: int,
+        max_runs: int,
+        timeout: float,
+        every_run: bool = False,
+    ) -> None:
         self._launcher = launcher
         self.victim, self.fail_at, self.max_runs = victim, fail_at, max_runs
         self.timeout, self.every_run = timeout, every_run
-        self.runs: list = []  # (run, the config it was given, num_workers)
+        self.runs: list[tuple[Any, Any, int]] = []  # (run, the config it was given, num_workers)
         self.kills: list[float] = []
         self.problems: list[str] = []
         self.refused = 0
@@ -902,7 +910,8 @@ class MadeUpLauncher:
     """A launcher that starts no process: its runs end with the results of ``script``."""
 
     def __init__(self, script: list[dict]) -> None:
-        self.script, self.runs, self.max_runs, self.refused = script, [], len(script), 0
+        self.script, self.max_runs, self.refused = script, len(script), 0
+        self.runs: list[tuple[Any, Any, int]] = []  # (run, the config it was given, num_workers)
 
     def run(self, config: Any, num_workers: int) -> Any:
         if len(self.runs) == len(self.script):

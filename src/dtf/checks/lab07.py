@@ -102,9 +102,10 @@ def task1_cases(cluster: Mapping[str, list]) -> list[tuple[str, dict[str, list[s
     """``(what, cluster, task)`` for every TF_CONFIG Task 1 is checked on: the first and the
     last strategy task (chief, worker, ps, evaluator) of the lab's cluster, the chief, a worker
     and the ps of :data:`MACHINES`, and worker 2 of :data:`LAYOUT` inside Kubernetes."""
-    jobs = {job: list(a) for job, a in load(cluster).items()}
-    if any(None in addresses for addresses in jobs.values()):
+    loaded = load(cluster)
+    if any(None in addresses for addresses in loaded.values()):
         raise ClusterConfigError("the lab's cluster must give every task's 'host:port'")
+    jobs = {job: [a for a in addresses if a is not None] for job, addresses in loaded.items()}
     tasks = all_tasks(strategy_jobs(jobs))  # the post's host has no strategy TF_CONFIG
     cases = [("the lab's cluster", jobs, t) for t in dict.fromkeys([tasks[-1], tasks[0]])]
     cases += [
@@ -341,6 +342,7 @@ def _tensorflow_check(text: str, value: dict, want: dict, where: str, task_: Tas
     except TensorFlowRefusal as exc:
         refusal = str(exc)
     cluster = value["cluster"]
+    hint: str | None
     if isinstance(cluster, Mapping) and not set(cluster) <= set(STRATEGY_JOBS):
         other = sorted(str(job) for job in cluster if job not in STRATEGY_JOBS)
         hint = (
@@ -734,9 +736,9 @@ def task4(answer: Any, name: str) -> str:
         given = copy.deepcopy(broken)
         got = call_function(answer, given)
         if given != broken:
-            place = _first_difference(broken, given) or "(top)"
+            changed = _first_difference(broken, given) or "(top)"
             raise Wrong(
-                f"for {what}: your function changed the manifest it was given (at {place})",
+                f"for {what}: your function changed the manifest it was given (at {changed})",
                 "the task asks for a repaired copy: the caller may still need the original (to "
                 "show a diff, or to retry), nested dicts and lists included",
             )
