@@ -18,7 +18,10 @@ from dtf.checks import lab01
 from tests.answers import stub
 from tests.checks_worker import worker_fixture
 
-tf_worker = worker_fixture(num_devices=2)
+#: The answers of tasks 3 to 5 are functions of tests/answers/lab01.py, imported in the worker.
+tf_worker = worker_fixture(
+    num_devices=2, setup="from tests.answers import lab01 as answers, returning, stub\n"
+)
 
 
 LAB_NOTEBOOK = "01_masking_placement_lab.ipynb"
@@ -104,6 +107,7 @@ def child_hook(tmp_path: Path, monkeypatch):
     changing one of the parent's.)"""
     monkeypatch.delenv("PYTHONPATH", raising=False)
 
+    # ``code`` stays text: it is the start-up file of a child process, not an answer.
     def hook(code: str) -> str:
         (tmp_path / "sitecustomize.py").write_text(textwrap.dedent(code), encoding="utf-8")
         return str(tmp_path)
@@ -209,21 +213,12 @@ def test_task2_missing() -> None:
 
 
 # --------------------------------------------------------------------------- task 3
-
-PLACE = """
-def place_ops(a, b, bias, devs):
-    with placement.capture() as log:
-        with tf.device({mm}):
-            c = tf.matmul(a, b)
-        with tf.device({add}):
-            d = c + bias
-    return d, {table}
-verdict = checks.lab01.task3(place_ops, setup)
-"""
+# The answers are functions of tests/answers/lab01.py; each case calls one in the worker
+# (where ``answers`` is that module).
 
 
-def place(mm: str = "devs[-1]", add: str = "devs[0]", table: str = "log.table") -> str:
-    return PLACE.format(mm=mm, add=add, table=table)
+def place(answer: str = "answers.make_place()", devices: str = "setup") -> str:
+    return f"verdict = checks.lab01.task3({answer}, {devices})\n"
 
 
 @pytest.mark.slow
@@ -238,23 +233,22 @@ def test_task3_right(tf_worker) -> None:
 
 
 def test_task3_a_placement_log_works_too(tf_worker) -> None:
-    outcome = tf_worker.run(place(table="log"))
+    outcome = tf_worker.run(place("answers.make_place(table=False)"))
     assert outcome.status == "correct", outcome.message
 
 
 def test_task3_swapped_devices(tf_worker) -> None:
-    outcome = tf_worker.run(place(mm="devs[0]", add="devs[-1]"))
+    outcome = tf_worker.run(place("answers.make_place(matmul=0, add=-1)"))
     assert outcome.status == "wrong"
     assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
     assert "soft placement" not in outcome.message
 
 
 @pytest.mark.parametrize(
-    "mm, add, fragments",
+    "switches, fragments",
     [
         (
-            "devs[-1]",
-            "None",
+            "add=None",
             [
                 "with devices = ['CPU:1', 'CPU:0']: for the device of the addition: expected "
                 "'CPU:1', got 'CPU:0'",
@@ -262,22 +256,22 @@ def test_task3_swapped_devices(tf_worker) -> None:
                 "is open",
             ],
         ),
-        ("None", "devs[0]", ["for the device of MatMul: expected 'CPU:1', got 'CPU:0'"]),
-        ("D[-1]", "D[0]", ["with devices = ['CPU:1', 'CPU:0']: for the device of MatMul"]),
+        ("matmul=None", ["for the device of MatMul: expected 'CPU:1', got 'CPU:0'"]),
+        ("devices=D", ["with devices = ['CPU:1', 'CPU:0']: for the device of MatMul"]),
     ],
     ids=["addition-unscoped", "matmul-unscoped", "setup-names-not-devices"],
 )
-def test_task3_sees_a_missing_scope_on_the_default_device(tf_worker, mm, add, fragments) -> None:
+def test_task3_sees_a_missing_scope_on_the_default_device(tf_worker, switches, fragments) -> None:
     """An op outside any device scope runs on the default device: the checker also runs the
     answer with the devices reversed, so that the addition's device is not the default one."""
-    outcome = tf_worker.run(place(mm=mm, add=add))
+    outcome = tf_worker.run(place(f"answers.make_place({switches})"))
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
 
 
 def test_task3_names_soft_placement_that_replaced_a_gpu(tf_worker) -> None:
-    outcome = tf_worker.run(place(mm="'/gpu:1'"))
+    outcome = tf_worker.run(place("answers.place_matmul_on_gpu1"))
     assert outcome.status == "wrong"
     assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
     assert "your code asks for '/gpu:1', which this process does not have" in outcome.message
@@ -286,7 +280,7 @@ def test_task3_names_soft_placement_that_replaced_a_gpu(tf_worker) -> None:
 
 
 def test_task3_names_soft_placement_in_an_f_string(tf_worker) -> None:
-    outcome = tf_worker.run(place(add="f'/device:GPU:{0}'", mm="f'/gpu:{1}'"))
+    outcome = tf_worker.run(place("answers.place_on_gpus_by_f_string"))
     assert outcome.status == "wrong"
     assert "which this process does not have" in outcome.message
 
@@ -294,14 +288,14 @@ def test_task3_names_soft_placement_in_an_f_string(tf_worker) -> None:
 def test_task3_a_gpu_moved_to_the_right_device_by_luck_is_seen(tf_worker) -> None:
     """'/gpu:0' on a CPU machine lands on CPU:0 by soft placement: right for the lab's
     devices, wrong once the devices are reversed, and the message says why."""
-    outcome = tf_worker.run(place(add="'/gpu:0'"))
+    outcome = tf_worker.run(place("answers.place_add_on_gpu0"))
     assert outcome.status == "wrong", outcome.message
     assert "with devices = ['CPU:1', 'CPU:0']: for the device of the addition" in outcome.message
     assert "your code asks for '/gpu:0', which this process does not have" in outcome.message
 
 
 def test_task3_right_by_luck_with_one_device_says_so(tf_worker) -> None:
-    outcome = tf_worker.run(place(add="'/gpu:0'").replace("setup)", "D[:1])"))
+    outcome = tf_worker.run(place("answers.place_add_on_gpu0", "D[:1]"))
     assert outcome.status == "correct", outcome.message
     assert "your code also asks for '/gpu:0', which this process does not have" in (outcome.message)
 
@@ -309,96 +303,75 @@ def test_task3_right_by_luck_with_one_device_says_so(tf_worker) -> None:
 @pytest.mark.parametrize(
     "answer, fragments",
     [
-        (
-            "lambda a, b, bias, devs: (tf.matmul(a, b), None)",
-            ["expected array of shape (2, 2)", "0.5"],
-        ),
-        (
-            "lambda a, b, bias, devs: tf.matmul(a, b) + bias",
-            ["expected a pair (result, placement"],
-        ),
-        (
-            "lambda a, b, bias, devs: (tf.matmul(a, b) + bias, 'table')",
-            ["expected the placement"],
-        ),
-        ("lambda a, b, bias: None", ["raised TypeError"]),
+        ("value_only", ["expected array of shape (2, 2)", "0.5"]),
+        ("not_a_pair", ["expected a pair (result, placement"]),
+        ("no_table", ["expected the placement"]),
+        ("no_devices_argument", ["raised TypeError"]),
     ],
     ids=["value", "not-a-pair", "no-table", "no-devices-argument"],
 )
 def test_task3_wrong(tf_worker, answer, fragments) -> None:
-    outcome = tf_worker.run(f"verdict = checks.lab01.task3({answer}, setup)")
+    outcome = tf_worker.run(place(f"answers.{answer}"))
     assert outcome.status == "wrong"
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
 
 
 def test_task3_ops_outside_the_capture_block(tf_worker) -> None:
-    outcome = tf_worker.run(
-        """
-def place_ops(a, b, bias, devs):
-    with placement.capture() as log:
-        pass
-    with tf.device(devs[-1]):
-        c = tf.matmul(a, b)
-    return c + bias, log.table
-verdict = checks.lab01.task3(place_ops, setup)
-"""
-    )
+    outcome = tf_worker.run(place("answers.ops_outside_the_capture"))
     assert outcome.status == "wrong"
     assert "your placement table has no MatMul" in outcome.message
 
 
 def test_task3_missing(tf_worker) -> None:
-    code = "def stub(*a):\n    raise NotImplementedError\nverdict = checks.lab01.task3(stub, setup)"
-    assert tf_worker.run(code).status == "not attempted"
+    assert tf_worker.run(place("stub")).status == "not attempted"
 
 
 def test_task3_with_one_device_both_ops_belong_on_it(tf_worker) -> None:
     """NUM_DEVICES = 1: the last device is the first, so both ops go there."""
-    one = tf_worker.run(place(mm="devs[0]").replace("setup)", "D[:1])"))
+    one = tf_worker.run(place("answers.make_place(matmul=0)", "D[:1]"))
     assert one.status == "correct", one.message
     assert one.message == "Task 3: correct. MatMul ran on CPU:0 and the addition on CPU:0."
-    moved = tf_worker.run(place(mm="D[1]").replace("setup)", "D[:1])"))
+    moved = tf_worker.run(place("answers.make_place(matmul=1, devices=D)", "D[:1]"))
     assert moved.status == "wrong"
     assert "for the device of MatMul: expected 'CPU:0', got 'CPU:1'" in moved.message
 
 
 # --------------------------------------------------------------------------- task 4
 
-COLLEAGUE = """
-x, w, b = (tf.constant(v) for v in checks.lab01.COLLEAGUE_INPUTS)
-with placement.capture() as colleague_log:
-    checks.lab01.colleague_forward(x, w, b, setup.names)
-"""
+
+COLLEAGUE_LOG = "answers.colleague_log(setup.names)"
 
 
-def diagnose(answer: str, log: str = "colleague_log", setup: str = "setup") -> str:
-    return COLLEAGUE + f"verdict = checks.lab01.task4(lambda: {answer}, {log}, {setup})\n"
+def task4_case(given: str, log: str = COLLEAGUE_LOG, setup: str = "setup") -> str:
+    """A case: task 4 checks ``given`` with the placement ``log`` of the colleague's code,
+    captured live as the lab captures it."""
+    return f"verdict = checks.lab01.task4({given}, {log}, {setup})\n"
+
+
+def diagnose(answer, log: str = COLLEAGUE_LOG, setup: str = "setup") -> str:
+    """A case: task 4 checks an answer that returns ``answer``."""
+    return task4_case(f"returning({answer!r})", log, setup)
 
 
 def test_task4_right(tf_worker) -> None:
-    outcome = tf_worker.run(diagnose("('AddV2', 'missing-device')"))
+    outcome = tf_worker.run(diagnose(("AddV2", "missing-device")))
     assert outcome.status == "correct", outcome.message
     assert outcome.message == (
         "Task 4: correct. AddV2 asked for '/gpu:12' and ran on CPU:0: the device its code "
         "asks for does not exist in this process, so soft placement ran it on one that does."
     )
-    again = tf_worker.run(diagnose("['AddV2', ' Missing-Device ']"))
+    again = tf_worker.run(diagnose(["AddV2", " Missing-Device "]))
     assert again.message == outcome.message
 
 
 def test_task4_reads_the_log_captured_live(tf_worker) -> None:
     """The verdict comes from the log the lab captured: with one device (NUM_DEVICES = 1)
     the same answer holds, and a log that is not colleague_forward's is refused."""
-    one = tf_worker.run(
-        diagnose("('AddV2', 'missing-device')", setup="D[:1]").replace("setup.names)", "D[:1])")
-    )
+    right = ("AddV2", "missing-device")
+    one = tf_worker.run(diagnose(right, log="answers.colleague_log(D[:1])", setup="D[:1]"))
     assert one.status == "correct", one.message
-    other = tf_worker.run(
-        COLLEAGUE.replace("setup.names", "D[::-1]")
-        + "verdict = checks.lab01.task4(lambda: ('AddV2', 'missing-device'), colleague_log, "
-        "setup)\n"
-    )
+    other = tf_worker.run(diagnose(right, log="answers.colleague_log(D[::-1])"))
     assert other.status == "wrong", other.message
     assert (
         "shows MatMul on CPU:0, although its code asks for CPU:1, which exists: it is not the "
@@ -410,25 +383,25 @@ def test_task4_reads_the_log_captured_live(tf_worker) -> None:
     "answer, fragments",
     [
         (
-            "('Relu', 'no-scope')",
+            ("Relu", "no-scope"),
             [
                 "Relu ran on CPU:0, but its code asks for no device, so no device it asked "
                 "for was refused",
                 "Compare, op by op, the device in the log with the device its `tf.device`",
             ],
         ),
-        ("('MatMul', 'missing-device')", ["MatMul ran on CPU:1, the device its code asks for"]),
-        ("('Sum', 'no-kernel')", ["Sum ran on CPU:0, the device its code asks for"]),
-        ("('Conv2D', 'missing-device')", ["colleague_forward runs no 'Conv2D'"]),
+        (("MatMul", "missing-device"), ["MatMul ran on CPU:1, the device its code asks for"]),
+        (("Sum", "no-kernel"), ["Sum ran on CPU:0, the device its code asks for"]),
+        (("Conv2D", "missing-device"), ["colleague_forward runs no 'Conv2D'"]),
         (
-            "('AddV2', 'no-kernel')",
+            ("AddV2", "no-kernel"),
             [
                 "AddV2 is the op that did not run where its code asks, but 'no-kernel' is not why",
                 "compare the name with setup.names",
             ],
         ),
-        ("('AddV2', 'no-scope')", ["read the `with tf.device(...)` around it"]),
-        ("('AddV2', 'follows-input')", ["so why could it not?"]),
+        (("AddV2", "no-scope"), ["read the `with tf.device(...)` around it"]),
+        (("AddV2", "follows-input"), ["so why could it not?"]),
     ],
     ids=["no-scope-op", "matmul", "sum", "unknown-op", "no-kernel", "no-scope", "follows-input"],
 )
@@ -437,19 +410,19 @@ def test_task4_wrong(tf_worker, answer, fragments) -> None:
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
-    if answer.startswith(("('Relu'", "('MatMul'", "('Sum'")):
+    if answer[0] in ("Relu", "MatMul", "Sum"):
         assert "AddV2" not in outcome.message  # the op to blame is not revealed
 
 
 @pytest.mark.parametrize(
     "answer, log, fragment",
     [
-        ("'AddV2'", "colleague_log", "expected a pair (op_type, key of REASONS)"),
-        ("('AddV2', 3)", "colleague_log", "expected two strings"),
-        ("('AddV2', 'soft')", "colleague_log", "'soft' is not one of the reasons"),
-        ("('AddV2', 'missing-device')", "None", "expected the placement table"),
+        ("AddV2", None, "expected a pair (op_type, key of REASONS)"),
+        (("AddV2", 3), None, "expected two strings"),
+        (("AddV2", "soft"), None, "'soft' is not one of the reasons"),
+        (("AddV2", "missing-device"), "None", "expected the placement table"),
         (
-            "('AddV2', 'missing-device')",
+            ("AddV2", "missing-device"),
             "placement.parse('')",
             "has no MatMul, so it is not the log of colleague_forward",
         ),
@@ -457,20 +430,15 @@ def test_task4_wrong(tf_worker, answer, fragments) -> None:
     ids=["single", "reason-type", "reason-key", "no-log", "empty-log"],
 )
 def test_task4_malformed(tf_worker, answer, log, fragment) -> None:
-    outcome = tf_worker.run(diagnose(answer, log=log))
+    outcome = tf_worker.run(diagnose(answer) if log is None else diagnose(answer, log=log))
     assert outcome.status == "wrong", outcome.message
     assert fragment in outcome.message, outcome.message
 
 
 def test_task4_missing(tf_worker) -> None:
-    outcome = tf_worker.run(
-        COLLEAGUE + "def stub():\n    raise NotImplementedError('Task 4: write your code here')\n"
-        "verdict = checks.lab01.task4(stub, colleague_log, setup)"
-    )
+    outcome = tf_worker.run(task4_case("stub"))
     assert outcome.status == "not attempted", outcome.message
-    assert tf_worker.run(diagnose("None").replace("lambda: None", "None")).status == (
-        "not attempted"
-    )
+    assert tf_worker.run(task4_case("None")).status == "not attempted"
 
 
 def test_task4_colleague_code_is_shown_as_it_runs() -> None:
@@ -487,15 +455,19 @@ def test_task4_colleague_code_is_shown_as_it_runs() -> None:
 
 # --------------------------------------------------------------------------- task 5
 
-SOFT = """
-verdict = checks.lab01.task5(lambda: {answer}, setup)
-out["soft_placement_after"] = tf.config.get_soft_device_placement()
-out["missing_device"] = checks.lab01.missing_device(setup)
-"""
+
+def soft(answer) -> str:
+    """A case: task 5 checks an answer that returns ``answer``; ``out`` records the soft
+    placement setting afterwards and the device the checker asked for."""
+    return (
+        f"verdict = checks.lab01.task5(returning({answer!r}), setup)\n"
+        'out["soft_placement_after"] = tf.config.get_soft_device_placement()\n'
+        'out["missing_device"] = checks.lab01.missing_device(setup)\n'
+    )
 
 
 def test_task5_right_and_the_setting_is_restored(tf_worker) -> None:
-    outcome = tf_worker.run(SOFT.format(answer="{True: False, False: True}"))
+    outcome = tf_worker.run(soft({True: False, False: True}))
     assert outcome.status == "correct", outcome.message
     assert "raised InvalidArgumentError" in outcome.message and "ran on CPU:0" in outcome.message
     assert outcome.out == {"soft_placement_after": True, "missing_device": "/device:CPU:2"}
@@ -504,13 +476,13 @@ def test_task5_right_and_the_setting_is_restored(tf_worker) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("{True: True, False: True}", "your prediction for soft placement on is not what"),
-        ("{'on': False, 'off': True}", "keys True and False"),
-        ("{True: 'runs', False: 'raises'}", "expected True (it raises) or False"),
+        ({True: True, False: True}, "your prediction for soft placement on is not what"),
+        ({"on": False, "off": True}, "keys True and False"),
+        ({True: "runs", False: "raises"}, "expected True (it raises) or False"),
     ],
 )
 def test_task5_wrong(tf_worker, answer, fragment) -> None:
-    outcome = tf_worker.run(SOFT.format(answer=answer))
+    outcome = tf_worker.run(soft(answer))
     assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
     assert outcome.out["soft_placement_after"] is True
     # What happened is the answer: neither the outcome nor the device it ran on is told.

@@ -29,24 +29,22 @@ tf_worker = worker_fixture(
     [
         ("verdict = checks.lab02.task1(answers.split_right)", "correct", ["refused"]),
         (
-            "verdict = checks.lab02.task1(lambda x, y, n: list(zip(np.split(x, n), "
-            "np.split(y, n))))",
+            "verdict = checks.lab02.task1(answers.split_numpy)",
             "correct",
             [],
         ),
         (
-            "verdict = checks.lab02.task1(lambda x, y, n: list(zip(np.array_split(x, n), "
-            "np.array_split(y, n))))",
+            "verdict = checks.lab02.task1(answers.split_array_split)",
             "wrong",
             ["must raise ValueError, got shards of sizes [3, 3, 2, 2]"],
         ),
         (
-            "verdict = checks.lab02.task1(lambda x, y, n: [(x[i::n], y[i::n]) for i in range(n)])",
+            "verdict = checks.lab02.task1(answers.split_strided)",
             "wrong",
             ["x of shard 0 of a batch of 12 over 2 tower(s)", "in order"],
         ),
         (
-            "verdict = checks.lab02.task1(lambda x, y, n: [(x, y)])",
+            "verdict = checks.lab02.task1(answers.split_whole)",
             "wrong",
             ["expected a list of 2 (x_i, y_i) pairs, got a list of 1 item."],
         ),
@@ -62,7 +60,7 @@ tf_worker = worker_fixture(
             ["is `dtf.towers.split_batch`, the course's own code", "write it yourself"],
         ),
         (
-            "verdict = checks.lab02.task1(lambda x, y, n: towers.split_batch(x, y, n))",
+            "verdict = checks.lab02.task1(answers.split_by_the_course)",
             "wrong",
             ["calls `dtf.towers.split_batch`, the course's own code"],
         ),
@@ -82,17 +80,17 @@ def test_task1(tf_worker, code, status, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, status, fragments",
     [
-        ("lambda tg: [tf.add_n(list(g)) / len(g) for g in zip(*tg)]", "correct", []),
-        ("lambda tg: [np.mean([t.numpy() for t in g], axis=0) for g in zip(*tg)]", "correct", []),
-        ("lambda tg: [tf.add_n(list(g)) for g in zip(*tg)]", "wrong", ["That is the sum"]),
-        ("lambda tg: list(tg[0])", "wrong", ["variable 0, 2 tower(s)"]),
+        ("answers.average_right", "correct", []),
+        ("answers.average_numpy", "correct", []),
+        ("answers.average_sum", "wrong", ["That is the sum"]),
+        ("answers.average_first_tower", "wrong", ["variable 0, 2 tower(s)"]),
         (
-            "lambda tg: [g for tower in tg for g in tower]",
+            "answers.average_flat",
             "wrong",
             ["expected a list of 2 gradients (one per variable), got a list of 4"],
         ),
         ("stub", "not attempted", []),
-        ("lambda tg: towers.average_gradients(tg)", "wrong", ["`dtf.towers.average_gradients`"]),
+        ("answers.average_by_the_course", "wrong", ["`dtf.towers.average_gradients`"]),
     ],
     ids=["right", "numpy", "sum", "first-tower", "flat", "stub", "reference"],
 )
@@ -178,11 +176,11 @@ def test_task3_the_task_s_loss_is_required(tf_worker) -> None:
     "answer, reference",
     [
         (
-            "lambda p, x, y, d, lr: towers.make_tower_train_step(None, [], None, None, d)",
+            "answers.step_by_the_course",
             "make_tower_train_step",
         ),
         (
-            "lambda p, x, y, d, lr: towers.average_gradients([towers.split_batch(x, y, 2)])",
+            "answers.step_averaging_by_the_course",
             "average_gradients",
         ),
         ("answers.helper_step", "split_batch` (through `helper`"),

@@ -20,14 +20,16 @@ import pytest
 from dtf.checks import lab04
 from tests.checks_worker import worker_fixture
 
+#: The worker's setup, as the lab's Setup cell (a cluster joined); the answers are functions
+#: of tests/answers/lab04.py (``answers``).
 SETUP = """
 import threading
 import time
 
 import psutil
 
-from dtf.cluster import LocalCluster, answering, answers, apply_grpc_options
-from tests.answers import stub
+from dtf.cluster import LocalCluster, apply_grpc_options
+from tests.answers import lab04 as answers, returning, stub
 
 apply_grpc_options()  # before the first connection, as in the lab's Setup
 cluster = LocalCluster({{"host": 1, "worker": {workers}}}, exclude="host").start()
@@ -37,7 +39,8 @@ tf.config.experimental_connect_to_cluster(cluster.spec, job_name="host", task_in
 tf_worker = worker_fixture(num_devices=1, setup=SETUP.format(workers=2))
 tf_one_worker = worker_fixture(num_devices=1, setup=SETUP.format(workers=1))
 
-#: Run after every case that uses the cluster: each worker answers and computes.
+#: Run after every case that uses the cluster: each worker answers and computes (text: it
+#: runs in the worker, which holds the cluster).
 HEALTHY = """
 cluster.check(timeout=10)
 for i in range(len(cluster.as_dict()["worker"])):
@@ -98,25 +101,11 @@ def test_layouts_and_the_expected_specs() -> None:
 
 # --------------------------------------------------------------------------- task 1
 
-RIGHT_SPEC = """
-def right_dict(n, ports, host="127.0.0.1", jobs=("ps", "worker")):
-    return {
-        jobs[0]: [f"{host}:{ports[0]}"],
-        jobs[1]: [f"{host}:{p}" for p in ports[1 : 1 + n]],
-    }
-
-
-def right(n, ports, **kwargs):
-    return tf.train.ClusterSpec(right_dict(n, ports, **kwargs))
-
-
-def spec(jobs):
-    return tf.train.ClusterSpec(jobs)
-"""
-
 
 def spec_case(answer: str, num_workers: int = 2) -> str:
-    return RIGHT_SPEC + f"verdict = checks.lab04.task1({answer}, {num_workers})\n"
+    """A case: task 1 checks ``answer``, a function of ``answers`` by default."""
+    given = answer if answer in ("stub", "None", "[]") else f"answers.{answer}"
+    return f"verdict = checks.lab04.task1({given}, {num_workers})\n"
 
 
 @pytest.mark.slow
@@ -141,9 +130,9 @@ def test_task1_other_worker_counts(tf_worker, num_workers) -> None:
 @pytest.mark.parametrize(
     "answer",
     [
-        "lambda n, p: spec({k: tuple(v) for k, v in right_dict(n, p).items()})",
-        "lambda n, p: spec({'worker': right_dict(n, p)['worker'], 'ps': right_dict(n, p)['ps']})",
-        "lambda n, p: spec(spec(right_dict(n, p)))",
+        "spec_of_tuples",
+        "spec_workers_first",
+        "spec_of_a_spec",
     ],
     ids=["tuples", "jobs-in-another-order", "spec-of-a-spec"],
 )
@@ -155,13 +144,13 @@ def test_task1_other_right_answers(tf_worker, answer) -> None:
 @pytest.mark.parametrize("host", ["localhost", "[::1]", "127.0.0.2"])
 def test_task1_another_loopback_name_is_refused(tf_worker, host) -> None:
     """The task names 127.0.0.1; localhost was accepted before issue 26."""
-    outcome = tf_worker.run(spec_case(f"lambda n, p: right(n, p, host={host!r})"))
+    outcome = tf_worker.run(spec_case(f"make_spec(host={host!r})"))
     assert outcome.status == "wrong", outcome.message
     assert "a loopback address, but not the one the task names" in outcome.message
 
 
 def test_task1_refuses_the_checker_s_expected_spec(tf_worker) -> None:
-    outcome = tf_worker.run(spec_case("lambda n, p: spec(checks.lab04.expected_spec(n, p))"))
+    outcome = tf_worker.run(spec_case("spec_expected"))
     assert outcome.status == "wrong", outcome.message
     assert "calls `dtf.checks.lab04.expected_spec`, the course's own code" in outcome.message
 
@@ -171,68 +160,63 @@ def test_task1_refuses_the_checker_s_expected_spec(tf_worker) -> None:
     [
         ("right_dict", ["expected a tf.train.ClusterSpec, got a dict", "ClusterSpec built from"]),
         (
-            "lambda n, p: right(n, p, jobs=('ps', 'workers'))",
+            "make_spec(jobs=('ps', 'workers'))",
             ["the jobs: expected ['ps', 'worker'], got ['ps', 'workers']", "did you mean 'worker'"],
         ),
         (
-            "lambda n, p: spec({'ps': [p[0]], 'worker': list(p[1:])})",
+            "spec_int_ports",
             ["raised TypeError", "must be bytes or unicode", "the text 'host:port'"],
         ),
         (
-            "lambda n, p: spec({'ps': f'127.0.0.1:{p[0]}', 'worker': right_dict(n, p)['worker']})",
+            "spec_one_string",
             ["raised TypeError", "must be a list", "the text 'host:port'"],
         ),
         (
-            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': {i + 1: f'127.0.0.1:{q}' for i, q in enumerate(p[1 : 1 + n])}})",
+            "spec_sparse_indices",
             ["the tasks of job 'worker' have the indices [1, 2], not 0 to 1", "the i-th address"],
         ),
         (
-            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]})",
+            "spec_off_by_one",
             ["tasks ps/0 and worker/0 have the same address '127.0.0.1:2222'", "port of its own"],
         ),
         (
-            "lambda n, p: spec({'ps': [f'{p[0]}'], 'worker': right_dict(n, p)['worker']})",
+            "spec_no_host",
             ["task ps/0 has the address '2222', not 'host:port'"],
         ),
         (
-            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[n]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in p[:n]]})",
+            "spec_ps_last",
             ["your ps took the last port and the workers the first ones"],
         ),
         (
-            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in sorted(p[1:])]})",
+            "spec_sorted_ports",
             [
                 "for 3 workers and ports [7001, 7000, 7003, 7002]: the ports are not where",
                 "are yours in the order of `ports`?",
             ],
         ),
         (
-            "lambda n, p: spec({'ps': [f'127.0.0.1:{p[0]}'], "
-            "'worker': [f'127.0.0.1:{q}' for q in p[1:3]]})",
+            "spec_two_workers_always",
             ["for 3 workers and ports", "tasks of 'worker': expected 3, got 2"],
         ),
         (
-            "lambda n, p: right(n, p, host='0.0.0.0')",
+            "make_spec(host='0.0.0.0')",
             ["which no client can connect to", "listens on every interface anyway"],
         ),
         (
-            "lambda n, p: right(n, p, host='10.1.2.3')",
+            "make_spec(host='10.1.2.3')",
             ["host '10.1.2.3', which is not a loopback address", "without authentication"],
         ),
         (
-            "lambda n, p: spec({**right_dict(n, p), 'chief': ['127.0.0.1:9999']})",
+            "spec_extra_job",
             ["the jobs: expected ['ps', 'worker'], got ['chief', 'ps', 'worker']"],
         ),
         (
-            "lambda n, p: spec({'worker': right_dict(n, p)['worker']})",
+            "spec_no_ps",
             ["the jobs: expected ['ps', 'worker'], got ['worker']"],
         ),
-        ("lambda n, p: json.dumps(right_dict(n, p))", ["got the text", "not from text"]),
+        ("spec_as_json", ["got the text", "not from text"]),
         (
-            "lambda n, p: list(right_dict(n, p).values())",
+            "spec_as_list",
             ["expected a tf.train.ClusterSpec, got"],
         ),
         ("[]", ["expected a function"]),
@@ -258,7 +242,7 @@ def test_task1_refuses_the_checker_s_expected_spec(tf_worker) -> None:
     ],
 )
 def test_task1_wrong(tf_worker, answer, fragments) -> None:
-    outcome = tf_worker.run("import json\n" + spec_case(answer))
+    outcome = tf_worker.run(spec_case(answer))
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment.lower() in outcome.message.lower(), outcome.message
@@ -267,54 +251,17 @@ def test_task1_wrong(tf_worker, answer, fragments) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task1_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(f"verdict = checks.lab04.task1({answer}, 2)")
+    outcome = tf_worker.run(spec_case(answer))
     assert outcome.status == "not attempted", outcome.message
 
 
 # --------------------------------------------------------------------------- task 2
 
-#: A ``two_stages`` with switches for the usual mistakes. ``where``: the device scopes of
-#: stage 1 and stage 2 (indices into ``workers``, or None for no scope); ``relu_late``: the
-#: Relu under stage 2's scope; ``function``: the stages in a ``tf.function``.
-STAGES = """
-import contextlib
-
-
-def make_stages(where=(0, 1), relu_late=False, capture=True, shift=0.0, function=False,
-                numpy=False, relu=tf.nn.relu, stage2_numpy=False):
-    def scope(workers, k):
-        return tf.device(workers[k]) if k is not None else contextlib.nullcontext()
-
-    def stages(x, w1, w2, workers):
-        with scope(workers, where[0]):
-            h = tf.matmul(x, w1)
-            if not relu_late:
-                h = relu(h)
-        with scope(workers, where[1]):
-            if relu_late:
-                h = relu(h)
-            if stage2_numpy:  # stage 2 outside TensorFlow: no op, no log line
-                return tf.constant(h.numpy() @ w2.numpy())
-            return tf.matmul(h, w2)
-
-    def two_stages(x, w1, w2, workers):
-        run = tf.function(stages) if function else stages
-        block = placement.capture() if capture else contextlib.nullcontext()
-        with block as log:
-            y = run(x, w1, w2, workers)
-        if not capture:
-            with placement.capture() as log:  # a block that saw none of the ops
-                pass
-        y = y.numpy() if numpy else y
-        return (y + shift if shift else y), log.table
-
-    return two_stages
-"""
-
 
 def stages_case(who: str = "cluster", **switches) -> str:
+    """A case: task 2 checks ``answers.make_stages(**switches)`` on the cluster ``who``."""
     args = ", ".join(f"{k}={v!r}" for k, v in switches.items())
-    return STAGES + f"verdict = checks.lab04.task2(make_stages({args}), {who})\n"
+    return f"verdict = checks.lab04.task2(answers.make_stages({args}), {who})\n"
 
 
 def test_task2_right(lab) -> None:
@@ -338,16 +285,12 @@ def test_task2_other_right_answers(lab, switches) -> None:
 
 def test_task2_accepts_maximum_as_the_relu(lab) -> None:
     """tf.maximum(h, 0) is a ReLU: accepted, and placed like tf.nn.relu (issue 18)."""
-    relu = "lambda h: tf.maximum(h, 0)"
-    outcome = lab.run(STAGES + f"verdict = checks.lab04.task2(make_stages(relu={relu}), cluster)")
+    outcome = lab.run(stages_case(relu="maximum"))
     assert outcome.status == "correct", outcome.message
-    late = lab.run(
-        STAGES + f"verdict = checks.lab04.task2(make_stages(relu={relu}, relu_late=True), cluster)"
-    )
+    late = lab.run(stages_case(relu="maximum", relu_late=True))
     assert late.status == "wrong", late.message
     assert "for the task of the maximum: expected '/job:worker/task:0'" in late.message.lower()
-    numpy = "lambda h: tf.constant(np.maximum(h.numpy(), 0))"
-    host = lab.run(STAGES + f"verdict = checks.lab04.task2(make_stages(relu={numpy}), cluster)")
+    host = lab.run(stages_case(relu="numpy"))
     assert host.status == "wrong" and "shows no op for stage 1's ReLU" in host.message
 
 
@@ -401,8 +344,8 @@ def test_task2_wrong(lab, switches, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda x, w1, w2, workers: x", "expected a pair (y, placement table)"),
-        ("lambda x, w1, w2, workers: (x @ w1 @ w2, None)", "for y: expected"),
+        ("answers.stages_not_a_pair", "expected a pair (y, placement table)"),
+        ("answers.stages_without_table", "for y: expected"),
         ("[]", "expected a function"),
     ],
 )
@@ -428,6 +371,7 @@ def test_checks_get_past_an_idle_connection(lab) -> None:
 
 @pytest.mark.slow
 def test_warm_up_absorbs_the_error_a_frozen_worker_leaves(lab) -> None:
+    # Text: the scenario (a worker frozen, then resumed) runs where the cluster is.
     outcome = lab.run(
         """
 process = psutil.Process(cluster.pid("worker/0"))
@@ -452,44 +396,16 @@ def test_task2_not_attempted(lab, answer) -> None:
 
 # --------------------------------------------------------------------------- task 3
 
-#: The solution of the lab, and variants: ``naive`` sends every op and catches the error
-#: (the keepalive defaults bound a frozen worker at ~3 s); ``key`` names the dict's keys.
-SUMS = """
-def right(x, spec, timeout, key=lambda i: i, value=float):
-    up = answering(spec["worker"], timeout=timeout)
-    sums = {}
-    for i, address in enumerate(spec["worker"]):
-        sums[key(i)] = None
-        if not up[address]:
-            continue
-        try:
-            with tf.device(f"/job:worker/task:{i}"):
-                sums[key(i)] = value(tf.reduce_sum(x))
-        except tf.errors.OpError:
-            pass
-    return sums
-
-
-def naive(x, spec, timeout):
-    sums = {}
-    for i in range(len(spec["worker"])):
-        try:
-            with tf.device(f"/job:worker/task:{i}"):
-                sums[i] = float(tf.reduce_sum(x))
-        except tf.errors.OpError:
-            sums[i] = None
-    return sums
-"""
-
 
 def sums_case(answer: str, who: str = "cluster") -> str:
-    return SUMS + f"verdict = checks.lab04.task3({answer}, {who})\n"
+    """A case: task 3 checks ``answer`` on the cluster ``who``."""
+    return f"verdict = checks.lab04.task3({answer}, {who})\n"
 
 
 @pytest.mark.slow
 def test_task3_right(lab) -> None:
     before = lab.run("out['pids'] = cluster.pids").out["pids"]
-    first = lab.run(sums_case("right"))
+    first = lab.run(sums_case("answers.right_sums"))
     assert first.status == "correct", first.message
     assert first.message == (
         "Task 3: correct. With every worker up you returned the 2 sums, computed on the "
@@ -500,27 +416,27 @@ def test_task3_right(lab) -> None:
     after = lab.run("out['pids'] = cluster.pids").out["pids"]
     assert after["worker/0"] == before["worker/0"]  # resumed, not restarted
     assert after["worker/1"] != before["worker/1"]  # killed and started again
-    assert lab.run(sums_case("right")).message == first.message  # again: the same verdict
+    assert lab.run(sums_case("answers.right_sums")).message == first.message  # the same verdict
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "answer",
+    "switches",
     [
-        "lambda x, s, t: right(x, s, t, key=lambda i: f'worker/{i}')",
-        "lambda x, s, t: right(x, s, t, key=lambda i: f'/job:worker/task:{i}')",
-        "lambda x, s, t: right(x, s, t, value=lambda v: v)",  # a tensor left on the worker
+        "key='task-name'",
+        "key='device-name'",
+        "value='tensor'",  # a tensor left on the worker
     ],
     ids=["task-names", "device-names", "tensors"],
 )
-def test_task3_other_right_answers(lab, answer) -> None:
-    outcome = lab.run(sums_case(answer))
+def test_task3_other_right_answers(lab, switches) -> None:
+    outcome = lab.run(sums_case(f"answers.make_sums({switches})"))
     assert outcome.status == "correct", outcome.message
 
 
 @pytest.mark.slow
 def test_task3_one_worker(lab_one) -> None:
-    outcome = lab_one.run(sums_case("right"))
+    outcome = lab_one.run(sums_case("answers.right_sums"))
     assert outcome.status == "correct", outcome.message
     assert "worker 0, the only one, was reported down while frozen and while killed" in (
         outcome.message
@@ -532,25 +448,7 @@ def test_task3_really_freezes_and_kills_the_workers(lab) -> None:
     # The answer records what it finds at each call: every worker answering, then worker 0
     # stopped (SIGSTOP) and silent, then worker 1 gone.
     outcome = lab.run(
-        SUMS
-        + """
-seen = []
-
-
-def recording(x, spec, timeout):
-    row = {"answering": list(answering(spec["worker"], timeout=1.0).values())}
-    for i in range(len(spec["worker"])):
-        try:
-            row[i] = psutil.Process(cluster.pid(f"worker/{i}")).status()
-        except psutil.NoSuchProcess:
-            row[i] = "gone"
-    seen.append(row)
-    return right(x, spec, timeout)
-
-
-verdict = checks.lab04.task3(recording, cluster)
-out["seen"] = seen
-"""
+        "seen = []\n" + sums_case("answers.make_recording(cluster, seen)") + "out['seen'] = seen\n"
     )
     assert outcome.status == "correct", outcome.message
     seen = outcome.out["seen"]
@@ -564,78 +462,46 @@ out["seen"] = seen
     "answer, fragments",
     [
         (
-            """
-def answer(x, spec, timeout):
-    sums = {}
-    for i in range(len(spec["worker"])):
-        with tf.device(f"/job:worker/task:{i}"):
-            sums[i] = float(tf.reduce_sum(x))
-    return sums
-""",
+            "sums_uncaught",
             [
-                "with worker 0 frozen: `answer` raised UnavailableError",
+                "with worker 0 frozen: `sums_uncaught` raised UnavailableError",
                 "must give None, not an exception",
             ],
         ),
         (
-            """
-def answer(x, spec, timeout):
-    return {i: 0.0 if v is None else v for i, v in right(x, spec, timeout).items()}
-""",
+            "sums_zero_for_down",
             ["with worker 0 frozen: for worker 0, expected None, got 0", "worker 0 is frozen"],
         ),
         (
-            """
-def answer(x, spec, timeout):
-    sums = right(x, spec, timeout)
-    return sums if None not in sums.values() else {i: None for i in sums}
-""",
+            "sums_all_or_nothing",
             ["with worker 0 frozen: for worker 1, which is up, expected 66, got None"],
         ),
         (
-            """
-def answer(x, spec, timeout):
-    up = answering(spec["worker"], timeout=timeout)
-    return {i: float(np.sum(x)) if up[a] else None for i, a in enumerate(spec["worker"])}
-""",
+            "sums_computed_here",
             [
                 "with every worker up: the sum for worker 0 was not computed on "
                 "/job:worker/task:0 (the placement log shows Sum on nowhere)"
             ],
         ),
+        ("sums_one_for_all", ["the sum for worker 1 was not computed on /job:worker/task:1"]),
         (
-            """
-def answer(x, spec, timeout):
-    with tf.device("/job:worker/task:0"):
-        total = float(tf.reduce_sum(x))
-    return {i: total for i in range(len(spec["worker"]))}
-""",
-            ["the sum for worker 1 was not computed on /job:worker/task:1"],
-        ),
-        (
-            """
-def answer(x, spec, timeout):
-    return {i: v for i, v in right(x, spec, timeout).items() if v is not None}
-""",
+            "sums_down_left_out",
             ["with worker 0 frozen: your dict has no entry for worker 0", "None for a worker"],
         ),
+        ("sums_extra_task", ["an entry for host/0, which is not a worker"]),
+        ("sums_extra_index", ["there is no worker 5"]),
         (
-            "lambda x, s, t: {**right(x, s, t), 'host/0': None}",
-            ["an entry for host/0, which is not a worker"],
-        ),
-        ("lambda x, s, t: {**right(x, s, t), 5: None}", ["there is no worker 5"]),
-        (
-            "answer = naive",
+            "sums_sent_blindly",
             [
                 "with worker 0 frozen: your function sent it an op (Sum)",
                 "not from a wait your function bounded",
                 "waiting at most `timeout`",
             ],
         ),
-        ("lambda x, s, t: list(right(x, s, t).values())", ["expected a dict {worker index"]),
-        ("lambda x, s, t: {0: x, 1: x}", ["expected one number (the sum of x)"]),
-        ("lambda x, s, t: s['ps']", ["with every worker up: `<lambda>` raised KeyError"]),
-        ("[]", ["expected a function"]),
+        ("sums_as_list", ["expected a dict {worker index"]),
+        ("sums_not_summed", ["expected one number (the sum of x)"]),
+        ("sums_of_the_ps", ["with every worker up: `sums_of_the_ps` raised KeyError"]),
+        (None, ["expected a function"]),
     ],
     ids=[
         "no-catch",
@@ -654,12 +520,7 @@ def answer(x, spec, timeout):
     ],
 )
 def test_task3_wrong(lab, answer, fragments) -> None:
-    outcome = lab.run(
-        SUMS
-        + ("answer = " if answer.startswith(("lambda", "[")) else "")
-        + answer
-        + "\nverdict = checks.lab04.task3(answer, cluster)\n"
-    )
+    outcome = lab.run(sums_case("[]" if answer is None else f"answers.{answer}"))
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment.lower() in outcome.message.lower(), outcome.message
@@ -667,12 +528,7 @@ def test_task3_wrong(lab, answer, fragments) -> None:
 
 @pytest.mark.slow
 def test_task3_a_slow_answer_is_wrong(lab) -> None:
-    outcome = lab.run(
-        sums_case(
-            "lambda x, s, t: (lambda r: (time.sleep(3.5) if None in r.values() else None, r)[1])"
-            "(right(x, s, t))"
-        )
-    )
+    outcome = lab.run(sums_case("answers.sums_late"))
     assert outcome.status == "wrong", outcome.message
     assert "with worker 0 frozen: your function returned, but after more than the 4 s allowed" in (
         outcome.message
@@ -684,11 +540,10 @@ def test_task3_a_slow_answer_is_wrong(lab) -> None:
     "answer, fragment",
     [
         # Waits with a timeout of its own, far longer than the one it was given.
-        ("lambda x, s, t: right(x, s, 30.0)", "the `timeout` you were given"),
+        ("answers.make_sums(own_timeout=30.0)", "the `timeout` you were given"),
         # Waits for an event that only the test sets: a function that never returns.
         (
-            "lambda x, s, t: (lambda r: (gate.wait() if None in r.values() else None, r)[1])"
-            "(right(x, s, t))",
+            "answers.make_waiting(gate)",
             "with a wait that you bound by the `timeout` you were given",
         ),
     ],
@@ -712,9 +567,7 @@ def test_task3_a_function_that_hangs_is_reported_not_waited_for(lab, answer, fra
 
 
 def test_task3_a_cluster_that_does_not_run(tf_worker) -> None:
-    outcome = tf_worker.run(
-        SUMS + "verdict = checks.lab04.task3(right, LocalCluster({'worker': 1}))\n"
-    )
+    outcome = tf_worker.run(sums_case("answers.right_sums", who="LocalCluster({'worker': 1})"))
     assert outcome.status == "wrong", outcome.message
     assert "the cluster is not running" in outcome.message
 
@@ -723,7 +576,7 @@ def test_task3_needs_the_client_task(tf_worker) -> None:
     outcome = tf_worker.run(
         "import types\n"
         + sums_case(
-            "right",
+            "answers.right_sums",
             who="types.SimpleNamespace(running=True, excluded=frozenset(), "
             "as_dict=cluster.as_dict)",
         )
@@ -734,16 +587,16 @@ def test_task3_needs_the_client_task(tf_worker) -> None:
 
 @pytest.mark.slow
 def test_task3_says_when_it_cannot_restore_the_cluster(lab) -> None:
+    # Text: it breaks the worker's own cluster object (its restart), then mends it by hand.
     outcome = lab.run(
-        SUMS
-        + """
+        """
 def broken(task, timeout=None):
     raise RuntimeError("no restart today")
 
 
 cluster.restart = broken
 try:
-    verdict = checks.lab04.task3(right, cluster)
+    verdict = checks.lab04.task3(answers.right_sums, cluster)
 finally:
     del cluster.restart  # the method again; then restore by hand
     checks.lab04._restore(cluster, psutil.Process(cluster.pid("worker/0")), "worker/1")
@@ -761,7 +614,7 @@ finally:
 def test_task3_not_attempted_touches_no_worker(lab, answer) -> None:
     before = lab.run("out['pids'] = cluster.pids").out["pids"]
     began = time.monotonic()
-    outcome = lab.run(f"verdict = checks.lab04.task3({answer}, cluster)")
+    outcome = lab.run(sums_case(answer))
     assert outcome.status == "not attempted", outcome.message
     assert time.monotonic() - began < lab04.TIMEOUT_S  # no worker was frozen or killed
     assert lab.run("out['pids'] = cluster.pids").out["pids"] == before
@@ -774,7 +627,7 @@ RIGHT_DIAGNOSES = dict(lab04.PUZZLE_CASES)
 
 def diagnoses_case(**changes) -> str:
     chosen = {**RIGHT_DIAGNOSES, **changes}
-    return f"verdict = checks.lab04.task4(lambda: {chosen!r}, cluster)\n"
+    return f"verdict = checks.lab04.task4(returning({chosen!r}), cluster)\n"
 
 
 def test_task4_the_logs_show_each_mistake(lab) -> None:
@@ -821,7 +674,7 @@ def test_task4_wrong(lab, changes, fragments) -> None:
 
 
 def test_task4_malformed_and_not_attempted(lab) -> None:
-    outcome = lab.run("verdict = checks.lab04.task4(lambda: ['correct'], cluster)")
+    outcome = lab.run("verdict = checks.lab04.task4(returning(['correct']), cluster)")
     assert outcome.status == "wrong" and "a dict {case: key of DIAGNOSES}" in outcome.message
     outcome = lab.run("verdict = checks.lab04.task4(stub, cluster)")
     assert outcome.status == "not attempted", outcome.message

@@ -3,6 +3,7 @@ tests' worker process imports them (``from tests.answers import lab02 as answers
 
 from __future__ import annotations
 
+import numpy as np
 import tensorflow as tf
 
 from dtf import towers
@@ -21,6 +22,71 @@ def split_type_error(x, y, n):
     if len(x) % n:
         raise TypeError("uneven")
     return split_right(x, y, n)
+
+
+def split_numpy(x, y, n):
+    """Task 1 with numpy, which refuses an uneven split itself."""
+    return list(zip(np.split(x, n), np.split(y, n), strict=True))
+
+
+def split_array_split(x, y, n):
+    """Task 1 accepting an uneven batch."""
+    return list(zip(np.array_split(x, n), np.array_split(y, n), strict=True))
+
+
+def split_strided(x, y, n):
+    """Task 1, every n-th example: the shards out of order."""
+    return [(x[i::n], y[i::n]) for i in range(n)]
+
+
+def split_whole(x, y, n):
+    """Task 1, one shard: the whole batch."""
+    return [(x, y)]
+
+
+def split_by_the_course(x, y, n):
+    """Task 1 handed to the course's own code."""
+    return towers.split_batch(x, y, n)
+
+
+def average_right(tower_grads):
+    """Task 2: ``average_gradients``."""
+    return [tf.add_n(list(g)) / len(g) for g in zip(*tower_grads, strict=True)]
+
+
+def average_numpy(tower_grads):
+    """Task 2 with numpy."""
+    return [np.mean([t.numpy() for t in g], axis=0) for g in zip(*tower_grads, strict=True)]
+
+
+def average_sum(tower_grads):
+    """Task 2, the sum instead of the mean."""
+    return [tf.add_n(list(g)) for g in zip(*tower_grads, strict=True)]
+
+
+def average_first_tower(tower_grads):
+    """Task 2, the first tower's gradients only."""
+    return list(tower_grads[0])
+
+
+def average_flat(tower_grads):
+    """Task 2, every tower's gradients in one list."""
+    return [g for tower in tower_grads for g in tower]
+
+
+def average_by_the_course(tower_grads):
+    """Task 2 handed to the course's own code."""
+    return towers.average_gradients(tower_grads)
+
+
+def step_by_the_course(params, x, y, devs, lr):
+    """Task 3 handed to the course's own step."""
+    return towers.make_tower_train_step(None, [], None, None, devs)
+
+
+def step_averaging_by_the_course(params, x, y, devs, lr):
+    """Task 3 averaging with the course's own code."""
+    return towers.average_gradients([towers.split_batch(x, y, 2)])
 
 
 def make_step(
