@@ -76,7 +76,10 @@ dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt,
 # simulated Colab runtime: nox -s hosted runs it). Both need the test tools
 # (requirements-dev.txt), and both record their counts and times in build/suites/ for
 # docs/measurements.md (make measurements), where every measured time of the course lives.
-PYTEST := $(PY) -m pytest -n 3 --dist loadgroup
+# --no-loadscope-reorder: pytest-xdist would otherwise hand out the groups with the most tests
+# first, which put every whole-notebook run (one test each, 10-40 s) and the waiting tests at
+# the end of the run, one worker busy and two idle; tests/conftest.py orders them instead.
+PYTEST := $(PY) -m pytest -n 3 --dist loadgroup --no-loadscope-reorder
 FAST := not slow and not notebook and not root and not hosted
 
 test: $(DEV_STAMP) ## the fast tests (times: docs/measurements.md): run them after every change

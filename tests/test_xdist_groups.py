@@ -22,6 +22,11 @@ def test_this_test_carries_its_module_s_group(request: pytest.FixtureRequest) ->
         f"{request.node.nodeid}: --dist loadgroup did not group this test; is pytest newer "
         "than requirements-dev.txt pins (pytest-dev/pytest-xdist#1386)?"
     )
+    assert not request.config.getoption("loadscopereorder"), (
+        "pytest-xdist hands out the groups with the most tests first, which leaves the "
+        "whole-notebook runs (one test each) to the end: pass --no-loadscope-reorder, as make "
+        "test and make check do, so that tests/conftest.py's order holds"
+    )
 
 
 def test_tests_that_wait_go_first_then_notebooks_then_the_rest() -> None:
