@@ -14,9 +14,10 @@ from tests.checks_worker import worker_fixture
 
 LAB_NOTEBOOK = "02_towers_lab.ipynb"
 
-#: The answers are functions of tests/answers/lab02.py, imported in the worker.
+#: The answers are functions of tests/answers/lab02.py, imported in the worker (text: the
+#: worker's setup code).
 tf_worker = worker_fixture(
-    num_devices=2, setup="from tests.answers import lab02 as answers, stub\n"
+    num_devices=2, setup="from tests.answers import lab02 as answers, returning, stub\n"
 )
 
 
@@ -277,10 +278,9 @@ def test_task3_restores_tensorfloat32(tf_worker) -> None:
 DIAGNOSIS = {"A": "summed-loss", "B": "right", "C": "last-tower", "D": "summed-gradients"}
 
 
-def diagnose(answer: dict | str) -> str:
-    return f"verdict = checks.lab02.task4(lambda: {answer!r} , setup)\n".replace(
-        "lambda: 'stub'", "stub"
-    )
+def diagnose(answer: object) -> str:
+    """A case: task 4 checks an answer that returns ``answer``."""
+    return f"verdict = checks.lab02.task4(returning({answer!r}), setup)\n"
 
 
 def test_task4_the_measurements_tell_the_steps_apart(tf_worker) -> None:
@@ -362,7 +362,7 @@ def test_task4_wrong(tf_worker, change, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("['A']", "expected a dict {step: key of DIAGNOSES}"),
+        (["A"], "expected a dict {step: key of DIAGNOSES}"),
         ({"A": "right"}, "there is no diagnosis for step B"),
         ({**DIAGNOSIS, "C": "broken"}, "for step C: 'broken' is not one of the diagnoses"),
         ({**DIAGNOSIS, "C": 3}, "for step C: 3 is not one of the diagnoses"),
@@ -370,12 +370,7 @@ def test_task4_wrong(tf_worker, change, fragments) -> None:
     ids=["list", "missing", "unknown", "number"],
 )
 def test_task4_malformed(tf_worker, answer, fragment) -> None:
-    code = (
-        diagnose(answer)
-        if not isinstance(answer, str)
-        else (f"verdict = checks.lab02.task4(lambda: {answer}, setup)\n")
-    )
-    outcome = tf_worker.run(code)
+    outcome = tf_worker.run(diagnose(answer))
     assert outcome.status == "wrong" and fragment in outcome.message, outcome.message
 
 

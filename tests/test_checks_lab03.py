@@ -21,9 +21,10 @@ from tests.answers import stub
 from tests.checks_worker import worker_fixture
 from tests.helpers import ROOT
 
-#: The answers are functions of tests/answers/lab03.py, imported in the worker.
+#: The answers are functions of tests/answers/lab03.py, imported in the worker (text: the
+#: worker's setup code).
 tf_worker = worker_fixture(
-    num_devices=2, setup="from tests.answers import lab03 as answers, stub\n"
+    num_devices=2, setup="from tests.answers import lab03 as answers, returning, stub\n"
 )
 
 
@@ -184,9 +185,9 @@ def test_task1_refuses_probabilities_as_logits(tf_worker, switches) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda x, devs: (None, x)", "expected (layers, logits, table)"),
-        ("lambda x, devs: ([1, 2, 3], x, None)", "expected the 2 layers"),
-        ("lambda x, devs: ([1, 2], x, None)", "layer 0 is not a Keras layer"),
+        ("answers.place_not_a_triple", "expected (layers, logits, table)"),
+        ("answers.place_three_layers", "expected the 2 layers"),
+        ("answers.place_numbers_for_layers", "layer 0 is not a Keras layer"),
         ("[]", "expected a function"),
     ],
 )
@@ -205,8 +206,8 @@ def test_task1_not_attempted(tf_worker, answer) -> None:
 
 
 def bytes_case(answer: str) -> str:
-    """A case: task 2 checks ``answer``, where ``right`` is ``answers.right``."""
-    return f"right = answers.right\nverdict = checks.lab03.task2({answer}, setup)\n"
+    """A case: task 2 checks ``answers.<answer>`` (tests/answers/lab03.py)."""
+    return f"verdict = checks.lab03.task2(answers.{answer}, setup)\n"
 
 
 def test_task2_right(tf_worker) -> None:
@@ -222,10 +223,10 @@ def test_task2_right(tf_worker) -> None:
 @pytest.mark.parametrize(
     "answer",
     [
-        "lambda s, d: right(s, d, key=lambda n: n.split('device:')[-1])",  # short names
-        "lambda s, d: right(s, d, value=np.int64)",
-        "lambda s, d: right(s, d, value=float)",
-        "lambda s, d: {**right(s, d), '/device:CPU:7': 0}",  # a device that holds nothing
+        "right_short_names",
+        "right_numpy_ints",
+        "right_whole_floats",
+        "right_zero_entry",  # a device that holds nothing
     ],
     ids=["short-names", "numpy-ints", "whole-floats", "zero-entry"],
 )
@@ -237,16 +238,13 @@ def test_task2_other_right_answers(tf_worker, answer) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda s, d: {k: v // 4 for k, v in right(s, d).items()}", "numbers of parameters"),
-        ("answers.no_bias", "also has a bias, one number per output unit"),
-        ("answers.no_bias_params", "count the biases too"),
-        ("answers.bias_per_input", "one number per *output* unit"),
-        (
-            "lambda s, d: {k: sum(right(s, d).values()) for k in d}",
-            "the whole model on every device, as in data parallelism",
-        ),
-        ("lambda s, d: {d[0]: sum(right(s, d).values())}", "for that device"),
-        ("answers.overwrites", "for that device"),
+        ("in_parameters", "numbers of parameters"),
+        ("no_bias", "also has a bias, one number per output unit"),
+        ("no_bias_params", "count the biases too"),
+        ("bias_per_input", "one number per *output* unit"),
+        ("everywhere", "the whole model on every device, as in data parallelism"),
+        ("one_device", "for that device"),
+        ("overwrites", "for that device"),
     ],
     ids=[
         "parameters",
@@ -267,9 +265,7 @@ def test_task2_wrong(tf_worker, answer, fragment) -> None:
 
 def test_task2_checks_the_other_layouts_too(tf_worker) -> None:
     # Right for this machine's layout only: the layout of a 4-GPU machine gives it away.
-    outcome = tf_worker.run(
-        bytes_case("lambda s, d: right(s, d) if s == checks.lab03.LAYER_SIZES else {}")
-    )
+    outcome = tf_worker.run(bytes_case("right_for_this_layout_only"))
     assert outcome.status == "wrong", outcome.message
     assert "for layers 784→512→512→10 on GPU:0, GPU:1, GPU:0" in outcome.message
     assert "expected {'GPU:0': 1628200, 'GPU:1': 1050624}" in outcome.message
@@ -278,9 +274,9 @@ def test_task2_checks_the_other_layouts_too(tf_worker) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda s, d: [1, 2]", "expected a dict {device: bytes}"),
-        ("lambda s, d: {k: v + 0.5 for k, v in right(s, d).items()}", "a whole number of bytes"),
-        ("lambda s, d: {k: True for k in d}", "a whole number of bytes"),
+        ("bytes_as_list", "expected a dict {device: bytes}"),
+        ("half_bytes", "a whole number of bytes"),
+        ("booleans", "a whole number of bytes"),
     ],
 )
 def test_task2_malformed(tf_worker, answer, fragment) -> None:
@@ -337,6 +333,7 @@ def test_measurement_matches_tensorflow_and_the_reasons(measured) -> None:
 def test_measure_really_runs_the_calls_in_a_fresh_cpu_process(monkeypatch) -> None:
     monkeypatch.setenv("TF_CPU_ALLOCATOR_USE_BFC", "true")  # the child must not inherit it
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    # Text: measure() takes the script's calls as code, which it runs in a child process.
     outcomes = lab03.measure(
         {
             1: f"import os\nif os.getpid() == {os.getpid()}: raise RuntimeError('same process')",
@@ -556,9 +553,14 @@ def test_script_shows_every_call() -> None:
 LAYOUTS = {"A": [0, 0, 1, 1], "B": [0, 0, 1, 1, 2, 2], "C": None, "D": None}
 
 
-def layouts_case(change: dict | None = None, answer: str | None = None) -> str:
-    chosen = answer if answer is not None else f"lambda: { ({**LAYOUTS, **(change or {})})!r}"
-    return f"verdict = checks.lab03.task4({chosen}, setup)\n"
+def layouts_call(answer: str) -> str:
+    """A case: task 4 checks ``answer``, a name in the worker."""
+    return f"verdict = checks.lab03.task4({answer}, setup)\n"
+
+
+def layouts_case(change: dict | None = None) -> str:
+    """A case: task 4 checks an answer that returns ``LAYOUTS`` with ``change``."""
+    return layouts_call(f"returning({ {**LAYOUTS, **(change or {})}!r})")
 
 
 def test_task4_right(tf_worker) -> None:
@@ -584,12 +586,7 @@ def test_task4_any_fewest_layout_is_right(tf_worker, change) -> None:
 
 
 def test_task4_numpy_device_numbers(tf_worker) -> None:
-    outcome = tf_worker.run(
-        layouts_case(
-            answer="lambda: {'A': list(np.array([0, 0, 1, 1])), 'B': [0, 0, 1, 1, 2, 2],"
-            " 'C': None, 'D': None}"
-        )
-    )
+    outcome = tf_worker.run(layouts_call("answers.layouts_with_numpy_ints"))
     assert outcome.status == "correct", outcome.message
 
 
@@ -658,23 +655,23 @@ def test_task4_wrong(tf_worker, change, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda: [[0, 0, 1, 1]]", "expected a dict {network: layout or None}"),
-        ("lambda: {'A': [0, 0, 1, 1]}", "there is no decision for network B"),
-        ("lambda: {**dict(A=[0, 0, 1]), 'B': None, 'C': None, 'D': None}", "one device number"),
-        ("lambda: {'A': '0011', 'B': None, 'C': None, 'D': None}", "expected None or a list"),
-        ("lambda: {'A': [0, 0, 1.0, 1], 'B': None, 'C': None, 'D': None}", "whole numbers"),
+        ([[0, 0, 1, 1]], "expected a dict {network: layout or None}"),
+        ({"A": [0, 0, 1, 1]}, "there is no decision for network B"),
+        ({"A": [0, 0, 1], "B": None, "C": None, "D": None}, "one device number"),
+        ({"A": "0011", "B": None, "C": None, "D": None}, "expected None or a list"),
+        ({"A": [0, 0, 1.0, 1], "B": None, "C": None, "D": None}, "whole numbers"),
     ],
     ids=["list", "missing", "length", "string", "float"],
 )
 def test_task4_malformed(tf_worker, answer, fragment) -> None:
-    outcome = tf_worker.run(layouts_case(answer=answer))
+    outcome = tf_worker.run(layouts_call(f"returning({answer!r})"))
     assert outcome.status == "wrong", outcome.message
     assert fragment in outcome.message, outcome.message
 
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task4_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(layouts_case(answer=answer))
+    outcome = tf_worker.run(layouts_call(answer))
     assert outcome.status == "not attempted", outcome.message
 
 

@@ -24,13 +24,12 @@ import pytest
 
 from tests.checks_worker import worker_fixture
 
+#: Text: the worker's setup code; the answers are functions of tests/answers/lab05.py.
 tf_worker = worker_fixture(
     num_devices=2,
     setup="strategy = tf.distribute.MirroredStrategy(D)\nimport keras\n"
-    "from tests.answers import lab05 as answers\nfrom tests.answers.lab05 import lab_trace\n",
+    "from tests.answers import lab05 as answers, stub\nfrom tests.answers.lab05 import lab_trace\n",
 )
-
-STUB = "def stub(*args):\n    raise NotImplementedError\n"
 
 
 def verdict_of(tf_worker, code: str):
@@ -166,7 +165,7 @@ def test_task1_a_smaller_last_batch_can_leave_a_replica_empty(tf_worker) -> None
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda x, y, s, p: 3", "expected a distributed dataset"),
+        ("answers.distribute_a_number", "expected a distributed dataset"),
         ("[]", "expected a function"),
     ],
 )
@@ -177,7 +176,7 @@ def test_task1_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task1_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task1({answer}, strategy)")
+    outcome = tf_worker.run(f"verdict = checks.lab05.task1({answer}, strategy)")
     assert_verdict(outcome, "not attempted")
 
 
@@ -235,13 +234,7 @@ def test_task2_wrong(tf_worker, kind, fragments) -> None:
 
 
 def test_task2_an_empty_shard_must_not_give_nan(tf_worker) -> None:
-    code = (
-        "def only_nan(labels, logits, n):\n"
-        + "    if len(labels) == 0:\n"
-        + "        return tf.constant(float('nan'))\n"
-        + "    return answers.make_loss()(labels, logits, n)\n"
-        + "verdict = checks.lab05.task2(only_nan)\n"
-    )
+    code = "verdict = checks.lab05.task2(answers.loss_nan_on_empty)\n"
     assert_verdict(
         tf_worker.run(code),
         "wrong",
@@ -256,19 +249,13 @@ def test_task2_an_empty_shard_must_not_give_nan(tf_worker) -> None:
 
 @pytest.mark.parametrize(
     "empty, shown",
-    [("labels", "a tensor of shape (0,)"), ("None", "None")],
+    [("labels", "a tensor of shape (0,)"), ("none", "None")],
     ids=["empty-tensor", "none"],
 )
 def test_task2_an_empty_shard_must_give_a_scalar_zero(tf_worker, empty, shown) -> None:
     """An empty shard answered with an empty tensor or None: the message says a scalar 0
     (issue 18)."""
-    code = (
-        "def skips_empty(labels, logits, n):\n"
-        + "    if len(labels) == 0:\n"
-        + f"        return {empty}\n"
-        + "    return answers.make_loss()(labels, logits, n)\n"
-        + "verdict = checks.lab05.task2(skips_empty)\n"
-    )
+    code = f"verdict = checks.lab05.task2(answers.make_loss_on_empty({empty!r}))\n"
     assert_verdict(
         tf_worker.run(code),
         "wrong",
@@ -282,7 +269,7 @@ def test_task2_an_empty_shard_must_give_a_scalar_zero(tf_worker, empty, shown) -
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task2_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task2({answer})")
+    outcome = tf_worker.run(f"verdict = checks.lab05.task2({answer})")
     assert_verdict(outcome, "not attempted")
 
 
@@ -355,7 +342,10 @@ def test_task3_wrong(tf_worker, switches, fragments) -> None:
 
 @pytest.mark.parametrize(
     "answer, fragment",
-    [("lambda s: 3", "expected a pair (model, optimizer)"), ("lambda s: (1, 2)", "a Keras model")],
+    [
+        ("answers.build_a_number", "expected a pair (model, optimizer)"),
+        ("answers.build_numbers", "a Keras model"),
+    ],
 )
 def test_task3_malformed(tf_worker, answer, fragment) -> None:
     outcome = tf_worker.run(f"verdict = checks.lab05.task3({answer}, strategy)")
@@ -364,7 +354,7 @@ def test_task3_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task3_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task3({answer}, strategy)")
+    outcome = tf_worker.run(f"verdict = checks.lab05.task3({answer}, strategy)")
     assert_verdict(outcome, "not attempted")
 
 
@@ -383,27 +373,9 @@ def test_task4_right_on_both_replicas(tf_worker) -> None:
 
 
 def test_task4_losses_are_those_of_single_device_training(tf_worker) -> None:
-    # An independent reference, written here: Keras on one device, the same batches.
-    outcome = tf_worker.run(
-        """
-from dtf import data
-
-digits = data.load("digits", flatten=True)
-model = checks.lab05.make_model()
-opt = keras.optimizers.SGD(checks.lab05.LEARNING_RATE, momentum=checks.lab05.MOMENTUM)
-out["losses"] = []
-for i in range(3):
-    x, y = digits.x_train[i * 16 : (i + 1) * 16], digits.y_train[i * 16 : (i + 1) * 16]
-    with tf.GradientTape() as tape:
-        loss = tf.reduce_mean(
-            keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True)
-        )
-    opt.apply_gradients(zip(tape.gradient(loss, model.trainable_variables),
-                            model.trainable_variables))
-    out["losses"].append(float(loss))
-"""
-        + task4()
-    )
+    # An independent reference, written in tests/answers/lab05.py: Keras on one device, the
+    # same batches.
+    outcome = tf_worker.run('out["losses"] = answers.single_device_losses()\n' + task4())
     assert outcome.status == "correct", outcome.message
     shown = ", ".join(f"{v:.4f}" for v in outcome.out["losses"])
     assert f"(losses {shown};" in outcome.message
@@ -479,18 +451,18 @@ def test_task4_names_an_unfinished_task2(tf_worker) -> None:
 
 def test_task4_a_step_that_raises(tf_worker) -> None:
     outcome = tf_worker.run(
-        "verdict = checks.lab05.task4(lambda s, m, o, g: tf.function(lambda batch: 1 / 0), "
-        "strategy)"
+        "verdict = checks.lab05.task4(answers.make_train_step_that_raises, strategy)"
     )
     assert_verdict(outcome, "wrong", ["raised ZeroDivisionError"])
 
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task4_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task4({answer}, strategy)")
+    outcome = tf_worker.run(f"verdict = checks.lab05.task4({answer}, strategy)")
     assert_verdict(outcome, "not attempted")
 
 
+#: Text: each replacement patches a checker function inside the worker (mutation tests).
 MUTATIONS = {
     # The probe's verdict ignored: a step outside strategy.run would pass.
     "no-probe": ("_ran_on_replicas", "lambda *args: None", {"run": False}),
@@ -557,7 +529,7 @@ def test_task5_a_batch_larger_than_the_data(tf_worker) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task5_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab05.task5({answer}, strategy, 16)")
+    outcome = tf_worker.run(f"verdict = checks.lab05.task5({answer}, strategy, 16)")
     assert_verdict(outcome, "not attempted")
 
 
@@ -767,8 +739,8 @@ def test_task7_wrong(tf_worker) -> None:
     """An answer fixed in advance passes the lab's trace but not the checker's own; a share in
     milliseconds is named; a stub is not attempted; no trace is said so."""
     hard_coded = (
-        "fixed = checks.lab05.trace_bottleneck(lab_trace())\n"
-        "verdict = checks.lab05.task7(lambda logdir: fixed, lab_trace())"
+        "fixed = answers.make_fixed_bottleneck(checks.lab05.trace_bottleneck(lab_trace()))\n"
+        "verdict = checks.lab05.task7(fixed, lab_trace())"
     )
     assert_verdict(
         verdict_of(tf_worker, hard_coded),
@@ -784,7 +756,7 @@ def test_task7_wrong(tf_worker) -> None:
         ["between 0 and 1"],
     )
     assert_verdict(
-        verdict_of(tf_worker, STUB + "verdict = checks.lab05.task7(stub, lab_trace())"),
+        verdict_of(tf_worker, "verdict = checks.lab05.task7(stub, lab_trace())"),
         "not attempted",
     )
     assert_verdict(

@@ -25,6 +25,7 @@ import pytest
 from dtf.checks import lab06
 from tests.checks_worker import worker_fixture
 
+#: Text: the worker's setup code; the answers are functions of tests/answers/lab06.py.
 SETUP = """
 import dataclasses
 import json
@@ -38,16 +39,15 @@ from dtf import multiworker
 from dtf.lessons import worker_program
 from dtf.multiworker import Launcher, TrainConfig
 
-from tests.answers import lab06 as answers
+from tests.answers import lab06 as answers, stub
 
 launcher = Launcher().start()
 """
 
 tf_worker = worker_fixture(num_devices=1, setup=SETUP)
 
-STUB = "def stub(*args):\n    raise NotImplementedError\n"
-
-#: Run after every case that uses the launcher: it runs, and every worker it forked is gone.
+#: Run after every case that uses the launcher: it runs, and every worker it forked is gone
+#: (text: a probe of the worker's own launcher, recorded into ``out``; not an answer).
 HEALTHY = """
 assert launcher.running
 def lingers(pid):
@@ -84,7 +84,7 @@ def _call(task: int, factory: str, switches: dict, *args: str) -> str:
 
 def mutated(name: str, replacement: str, case: str) -> str:
     """``case`` run with ``checks.lab06.<name>`` replaced by ``replacement``, then restored
-    (``original`` is the replaced object)."""
+    (``original`` is the replaced object). Text, as it patches a checker inside the worker."""
     return (
         f"saved_{name} = original = checks.lab06.{name}\n"
         f"checks.lab06.{name} = {replacement}\n"
@@ -246,7 +246,7 @@ def test_task1_wrong(tf_worker, switches, fragments) -> None:
 @pytest.mark.parametrize(
     "answer, fragment",
     [
-        ("lambda checkpoint, base, tf_config: 3", "expected a tf.train.CheckpointManager, got 3"),
+        ("answers.manager_a_number", "expected a tf.train.CheckpointManager, got 3"),
         ("[]", "a function"),
     ],
 )
@@ -257,7 +257,7 @@ def test_task1_malformed(tf_worker, answer, fragment) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task1_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab06.task1({answer}, 2)")
+    outcome = tf_worker.run(f"verdict = checks.lab06.task1({answer}, 2)")
     assert_verdict(outcome, "not attempted")
 
 
@@ -320,11 +320,8 @@ def test_task2_really_runs_and_kills_the_workers(lab) -> None:
     # error; the run's two worker processes were started, and are gone (the health check).
     spy = (
         "seen = []\n"
-        + "def spy(results, killed_at):\n"
-        + "    seen.append({t: r.status for t, r in results.items()})\n"
-        + "    return answers.make_diagnose()(results, killed_at)\n"
         + "before = len(launcher.pids)\n"
-        + "verdict = checks.lab06.task2(spy, launcher, 3)\n"
+        + "verdict = checks.lab06.task2(answers.make_spying_diagnose(seen), launcher, 3)\n"
         + "out['started'] = len(launcher.pids) - before\n"
         + "out['real'] = seen[-1]\n"
     )
@@ -393,7 +390,7 @@ def test_task2_wrong(lab, switches, fragments) -> None:
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task2_not_attempted(lab, answer) -> None:
     before = lab.run("out['n'] = len(launcher.pids)").out["n"]
-    outcome = lab.run(STUB + f"verdict = checks.lab06.task2({answer}, launcher, 2)")
+    outcome = lab.run(f"verdict = checks.lab06.task2({answer}, launcher, 2)")
     assert_verdict(outcome, "not attempted")
     assert lab.run("out['n'] = len(launcher.pids)").out["n"] == before  # no run started
 
@@ -447,11 +444,8 @@ def test_task3_other_right_answers(tf_worker, switches) -> None:
 def test_task3_the_course_s_own_skip_is_refused(tf_worker) -> None:
     """``worker_program.global_batches(..., skip=...)`` does the task: accepted before issue 26.
     The same stream without its skip argument, skipped by the answer, is the solution."""
-    for call in ("global_batches(x, y, g, seed, skip=r)", "global_batches(x, y, g, seed, r)"):
-        outcome = tf_worker.run(
-            f"def resumed_batches(x, y, g, seed, r):\n    return worker_program.{call}\n"
-            "verdict = checks.lab06.task3(resumed_batches, 64, 20, 40)\n"
-        )
+    for answer in ("resumed_by_the_course", "resumed_by_the_course_positionally"):
+        outcome = tf_worker.run(f"verdict = checks.lab06.task3(answers.{answer}, 64, 20, 40)\n")
         assert_verdict(
             outcome,
             "wrong",
@@ -523,7 +517,7 @@ def test_task3_wrong(tf_worker, switches, fragments) -> None:
 
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task3_not_attempted(tf_worker, answer) -> None:
-    outcome = tf_worker.run(STUB + f"verdict = checks.lab06.task3({answer}, 64, 20, 40)")
+    outcome = tf_worker.run(f"verdict = checks.lab06.task3({answer}, 64, 20, 40)")
     assert_verdict(outcome, "not attempted")
 
 
@@ -532,10 +526,7 @@ def test_task3_resumes_real_training_on_the_digits(tf_worker) -> None:
     # once more on the digits, with the step a real checkpoint restored.
     spy = (
         "calls = []\n"
-        + "def spy(x, y, global_batch, seed, restored_step):\n"
-        + "    calls.append([list(x.shape), global_batch, seed, restored_step])\n"
-        + "    return answers.make_resumed()(x, y, global_batch, seed, restored_step)\n"
-        + "verdict = checks.lab06.task3(spy, 64, 20, 40)\n"
+        + "verdict = checks.lab06.task3(answers.make_spying_resumed(calls), 64, 20, 40)\n"
         + "out['calls'] = calls\n"
     )
     outcome = tf_worker.run(spy)
@@ -680,11 +671,12 @@ def test_task4_wrong(lab, switches, fragments) -> None:
 @pytest.mark.parametrize("answer", ["stub", "None"])
 def test_task4_not_attempted(lab, answer) -> None:
     before = lab.run("out['n'] = len(launcher.pids)").out["n"]
-    code = STUB + f"verdict = checks.lab06.task4({answer}, launcher, 2, {SHORT})"
+    code = f"verdict = checks.lab06.task4({answer}, launcher, 2, {SHORT})"
     assert_verdict(lab.run(code), "not attempted")
     assert lab.run("out['n'] = len(launcher.pids)").out["n"] == before  # no run started
 
 
+#: Text: each replacement patches a checker object inside the worker (mutation tests).
 TASK4_MUTATIONS = {
     # The returned list not checked: a supervisor that returns only the last results passes.
     "no-returned-check": ("_check_returned", "lambda *args: None", {"returns": "last"}),
@@ -707,11 +699,7 @@ def test_task4_mutated_checker_is_caught(lab, mutation) -> None:
 
 
 def test_task4_a_supervisor_cannot_stop_the_labs_launcher(lab) -> None:
-    code = (
-        "def rude(launcher_, config, num_workers, max_restarts, timeout):\n"
-        "    launcher_.stop()\n"
-        f"verdict = checks.lab06.task4(rude, launcher, 2, {SHORT})\n"
-    )
+    code = f"verdict = checks.lab06.task4(answers.rude, launcher, 2, {SHORT})\n"
     assert_verdict(
         lab.run(code), "wrong", ["raised WorkerError: the lab's launcher serves every task"]
     )  # and the health check finds the launcher running

@@ -6,9 +6,11 @@ from __future__ import annotations
 import contextlib
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from dtf import placement
+from dtf.checks import lab03
 
 
 def _scope(device):
@@ -79,6 +81,21 @@ def place_hand_made(x, devs):
     return layers, h, log.table
 
 
+def place_not_a_triple(x, devs):
+    """Task 1, a pair instead of (layers, logits, table)."""
+    return None, x
+
+
+def place_three_layers(x, devs):
+    """Task 1, three things for the layers."""
+    return [1, 2, 3], x, None
+
+
+def place_numbers_for_layers(x, devs):
+    """Task 1, two numbers for the layers."""
+    return [1, 2], x, None
+
+
 def right(sizes, devs, key=str, value=int):
     """Task 2: ``parameter_bytes``; ``key`` names a device, ``value`` makes a number."""
     held = {}
@@ -111,3 +128,63 @@ def bias_per_input(s, d):
 def overwrites(s, d):
     """Task 2 where a device's later layer replaces its earlier one."""
     return {dd: 4 * (i * o + o) for i, o, dd in zip(s[:-1], s[1:], d, strict=True)}
+
+
+def right_short_names(s, d):
+    """Task 2 with short device names (``CPU:0``)."""
+    return right(s, d, key=lambda n: n.split("device:")[-1])
+
+
+def right_numpy_ints(s, d):
+    """Task 2 with numpy integers."""
+    return right(s, d, value=np.int64)
+
+
+def right_whole_floats(s, d):
+    """Task 2 with whole floats."""
+    return right(s, d, value=float)
+
+
+def right_zero_entry(s, d):
+    """Task 2 with a device that holds nothing."""
+    return {**right(s, d), "/device:CPU:7": 0}
+
+
+def in_parameters(s, d):
+    """Task 2 in parameters, not bytes."""
+    return {k: v // 4 for k, v in right(s, d).items()}
+
+
+def everywhere(s, d):
+    """Task 2, the whole model on every device."""
+    return {k: sum(right(s, d).values()) for k in d}
+
+
+def one_device(s, d):
+    """Task 2, the whole model on the first device."""
+    return {d[0]: sum(right(s, d).values())}
+
+
+def right_for_this_layout_only(s, d):
+    """Task 2, right for the lab's layer sizes only."""
+    return right(s, d) if s == lab03.LAYER_SIZES else {}
+
+
+def bytes_as_list(s, d):
+    """Task 2, a list instead of a dict."""
+    return [1, 2]
+
+
+def half_bytes(s, d):
+    """Task 2, half a byte more on every device."""
+    return {k: v + 0.5 for k, v in right(s, d).items()}
+
+
+def booleans(s, d):
+    """Task 2, True for every device."""
+    return {k: True for k in d}
+
+
+def layouts_with_numpy_ints():
+    """Task 4, network A's layout of numpy integers."""
+    return {"A": list(np.array([0, 0, 1, 1])), "B": [0, 0, 1, 1, 2, 2], "C": None, "D": None}

@@ -9,7 +9,7 @@ import time
 import keras
 import tensorflow as tf
 
-from dtf import profiling
+from dtf import data, profiling
 from dtf.checks import lab05
 from dtf.lessons import trace_reading
 
@@ -270,3 +270,74 @@ def train_epoch_on_unfinished_task3(strategy, x, y, per_replica_batch):
     """Task 5 calling a Task 3 that still raises its stub."""
     model, optimizer = make_model_and_optimizer_unfinished(strategy)
     return model, []
+
+
+def distribute_a_number(x, y, strategy, per_replica_batch):
+    """Task 1, a number instead of a distributed dataset."""
+    return 3
+
+
+def loss_nan_on_empty(labels, logits, global_batch_size):
+    """Task 2, NaN for an empty shard."""
+    if len(labels) == 0:
+        return tf.constant(float("nan"))
+    return make_loss()(labels, logits, global_batch_size)
+
+
+def make_loss_on_empty(empty="labels"):
+    """Task 2 giving, for an empty shard, its ``labels`` (an empty tensor) or None."""
+
+    def replica_loss(labels, logits, global_batch_size):
+        if len(labels) == 0:
+            return labels if empty == "labels" else None
+        return make_loss()(labels, logits, global_batch_size)
+
+    return replica_loss
+
+
+def build_a_number(strategy):
+    """Task 3, a number instead of (model, optimizer)."""
+    return 3
+
+
+def build_numbers(strategy):
+    """Task 3, two numbers for (model, optimizer)."""
+    return 1, 2
+
+
+def make_train_step_that_raises(strategy, model, optimizer, global_batch_size):
+    """Task 4, a step that divides by zero (traced without AutoGraph, which would wrap the
+    error in its StagingError)."""
+
+    def train_step(batch):
+        return 1 / 0
+
+    return tf.function(train_step, autograph=False)
+
+
+def make_fixed_bottleneck(found):
+    """Task 7, an answer fixed in advance: ``found`` whatever the trace."""
+
+    def find_bottleneck(logdir):
+        return found
+
+    return find_bottleneck
+
+
+def single_device_losses():
+    """Not an answer: Task 4's independent reference, Keras on one device on the same 3
+    batches of 16 digits, written here rather than taken from the checker."""
+    digits = data.load("digits", flatten=True)
+    model = lab05.make_model()
+    opt = keras.optimizers.SGD(lab05.LEARNING_RATE, momentum=lab05.MOMENTUM)
+    losses = []
+    for i in range(3):
+        x, y = digits.x_train[i * 16 : (i + 1) * 16], digits.y_train[i * 16 : (i + 1) * 16]
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(
+                keras.losses.sparse_categorical_crossentropy(y, model(x), from_logits=True)
+            )
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        losses.append(float(loss))
+    return losses

@@ -11,6 +11,8 @@ import time
 
 import tensorflow as tf
 
+from dtf.lessons import worker_program
+
 
 def make_make_manager(
     chief="rule", others="own", none="base", kind="str", restore="base", returns="manager"
@@ -173,3 +175,46 @@ def make_supervise(
         return attempts[-1] if returns == "last" else attempts
 
     return supervise
+
+
+def manager_a_number(checkpoint, base, tf_config):
+    """Task 1, a number instead of a manager."""
+    return 3
+
+
+def make_spying_diagnose(seen):
+    """Task 2's solution that appends to ``seen``, at each call, each task's status."""
+    diagnose = make_diagnose()
+
+    def spy(results, killed_at):
+        seen.append({t: r.status for t, r in results.items()})
+        return diagnose(results, killed_at)
+
+    return spy
+
+
+def resumed_by_the_course(x, y, g, seed, r):
+    """Task 3 handed to the course's own skip."""
+    return worker_program.global_batches(x, y, g, seed, skip=r)
+
+
+def resumed_by_the_course_positionally(x, y, g, seed, r):
+    """Task 3 handed to the course's own skip, passed by position."""
+    return worker_program.global_batches(x, y, g, seed, r)
+
+
+def make_spying_resumed(calls):
+    """Task 3's solution that appends to ``calls``, at each call, its arguments (the shape of
+    ``x`` for ``x``, without ``y``)."""
+    resumed_batches = make_resumed()
+
+    def spy(x, y, global_batch, seed, restored_step):
+        calls.append([list(x.shape), global_batch, seed, restored_step])
+        return resumed_batches(x, y, global_batch, seed, restored_step)
+
+    return spy
+
+
+def rude(launcher_, config, num_workers, max_restarts, timeout):
+    """Task 4, a supervisor that stops the launcher it received."""
+    launcher_.stop()
