@@ -90,7 +90,7 @@ def suites_section(records: dict[str, dict]) -> list[str]:
             f"{rec['finished']} |"
         )
     for name, rec in records.items():
-        groups = rec.get("group_seconds", {})
+        groups = {k: v for k, v in rec.get("group_seconds", {}).items() if v > 0}
         if len(groups) < 2:
             continue
         total = sum(groups.values()) or 1.0
