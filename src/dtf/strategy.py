@@ -15,7 +15,6 @@ first, part 09b the all-reduce's name; from part 09b on the notebooks import the
 - :func:`cross_device_ops_name`: which all-reduce a strategy picked, e.g.
   ``"CollectiveAllReduce (RING)"``. It reads private attributes of TensorFlow 2.21
   (``strategy.extended._cross_device_ops``); the tests pin that down.
-- :func:`time_steps`: step times of several step functions, measured in turns.
 
 Importing this module does not import TensorFlow or Keras (each function imports them when
 called), so ``import dtf.strategy`` never starts TensorFlow before ``dtf.devices.setup``.
@@ -23,8 +22,7 @@ called), so ``import dtf.strategy`` never starts TensorFlow before ``dtf.devices
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -38,7 +36,6 @@ __all__ = [
     "max_weight_difference",
     "replica_copies_difference",
     "steps_per_epoch",
-    "time_steps",
 ]
 
 #: Two 2x2 max-pooling layers halve each side twice: smaller images would vanish.
@@ -220,43 +217,3 @@ def cross_device_ops_name(strategy) -> str:
     if implementation is not None:
         name += f" ({getattr(implementation, 'name', implementation)})"
     return name
-
-
-def _wait(result) -> None:
-    """Block until ``result`` (a tensor or a nest of them) has been computed."""
-    import tensorflow as tf
-
-    for item in tf.nest.flatten(result):
-        if hasattr(item, "numpy"):
-            item.numpy()
-
-
-def time_steps(
-    steps: Mapping[str, tuple[Callable, tuple]], *, repeats: int, warmup: int = 2
-) -> dict[str, np.ndarray]:
-    """Seconds per call of each ``name: (fn, args)``, measured in turns.
-
-    Every function first runs ``warmup`` times (tracing, first placement), then each round
-    calls every function once, in turn, ``repeats`` rounds: a machine that slows down for
-    a while slows all of them alike. Each call is timed until its result is computed
-    (``.numpy()`` on every tensor it returns). Calling a training step trains: give it a
-    model whose weights no longer matter.
-
-    Returns ``{name: array of repeats seconds}``.
-    """
-    repeats = whole_number("repeats", repeats, minimum=1)
-    warmup = whole_number("warmup", warmup, minimum=0)
-    if not steps:
-        raise ValueError("steps is empty: give at least one name: (fn, args)")
-    for name, (fn, args) in steps.items():
-        if not callable(fn):
-            raise TypeError(f"{name}: {fn!r} is not callable")
-        for _ in range(warmup):
-            _wait(fn(*args))
-    seconds: dict[str, list[float]] = {name: [] for name in steps}
-    for _ in range(repeats):
-        for name, (fn, args) in steps.items():
-            start = time.perf_counter()
-            _wait(fn(*args))
-            seconds[name].append(time.perf_counter() - start)
-    return {name: np.array(values) for name, values in seconds.items()}
