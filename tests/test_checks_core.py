@@ -116,6 +116,22 @@ def test_a_stub_of_another_task_inside_a_tf_function_is_named() -> None:
     assert own.status == checks.NOT_ATTEMPTED, own.message
 
 
+def test_an_error_autograph_could_not_re_raise_shows_its_own_type() -> None:
+    """Autograph re-raises most errors as their own type; one it cannot (a ZeroDivisionError
+    in a traced step) comes as a StagingError, which says nothing to a learner: the line
+    names the learner's error instead (seen in lab 05, task 4)."""
+
+    class StagingError(Exception):  # tensorflow.python.autograph's, by name
+        pass
+
+    zero = autograph_error(StagingError, "return 1 / 0", "ZeroDivisionError: division by zero")
+    assert checks.user_error_line(zero) == (
+        "ZeroDivisionError: division by zero (at `return 1 / 0` in `split_batch`)"
+    )
+    other = StagingError("in user code:\n\n    something went wrong\n")
+    assert checks.user_error_line(other).startswith("StagingError: ")
+
+
 def test_error_lines_skip_what_tensorflow_wraps_around_them() -> None:
     """The learner sees the line that says what went wrong, not "in user code:"."""
     shape = autograph_error(

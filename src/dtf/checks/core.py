@@ -166,6 +166,9 @@ def user_error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
     learner's line that raised it when the message shows it."""
     text, where = _unwrapped(exc)
     name = type(exc).__name__
+    inner = re.match(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): ?(?P<rest>.*)$", text)
+    if name == "StagingError" and inner:  # autograph could not re-raise the learner's type
+        name, text = inner["type"].rpartition(".")[2], inner["rest"].strip()
     place = ""
     if where is not None:
         place = f" (at `{_cut(where[1], _CODE_LIMIT)}` in `{where[0]}`)"
