@@ -109,6 +109,20 @@ def test_a_malformed_export_is_refused_with_the_cell_named(tmp_path, source, tag
     assert "notebooks/04_x.ipynb cell 0" in str(info.value)
 
 
+def test_a_part_of_an_exported_program_without_the_marker_is_refused(tmp_path):
+    """A program written in parts (%%writefile, then %%writefile -a) is exported whole: a part
+    that lost its marker would be missing from the module while the notebook still runs it."""
+    root = _repo(
+        tmp_path,
+        "%%writefile build/w.py\n" + W + "import math",
+        "%%writefile -a build/w.py\nX = math.pi",
+        "%%writefile build/other.py\nprint('not exported, and no part of it is')",
+    )
+    with pytest.raises(export.ExportError, match="writes build/w.py too") as info:
+        export.exports(root)
+    assert "notebooks/04_x.ipynb cell 1" in str(info.value)
+
+
 def test_one_file_has_one_source_notebook(tmp_path):
     _repo(tmp_path, W + "X = 1", name="04_a.ipynb")
     root = _repo(tmp_path, W + "Y = 1", name="05_b.ipynb")

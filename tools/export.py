@@ -43,7 +43,7 @@ HEADER = (
     "#   {source}\n"
     "# Change them, run them, then the command above (tests/test_export.py checks it).\n"
 )
-_WRITEFILE = re.compile(r"^%%writefile(\s+-a)?\s+\S+\s*$")
+_WRITEFILE = re.compile(r"^%%writefile(\s+-a)?\s+(?P<file>\S+)\s*$")
 _TARGET = re.compile(r"^[A-Za-z0-9_]+(/[A-Za-z0-9_]+)*\.py$")
 
 
@@ -83,9 +83,13 @@ def exports(root: Path = REPO_ROOT) -> dict[Path, tuple[Path, list[str]]]:
     found: dict[Path, tuple[Path, list[str]]] = {}
     for nb_path in sorted((root / "notebooks").glob("*.ipynb")):
         nb = nbformat.read(nb_path, as_version=4)
+        written: dict[str, list[tuple[str, bool]]] = {}  # %%writefile's file: (cell, marked)
         for index, cell in enumerate(nb.cells):
             name, lines = marked(cell.source)
             where = f"{nb_path.relative_to(root)} cell {index}"
+            magic = _WRITEFILE.match(cell.source.strip("\n").split("\n", 1)[0])
+            if cell.cell_type == "code" and magic:
+                written.setdefault(magic["file"], []).append((where, name is not None))
             if any(str(t).startswith("export:") for t in cell.get("metadata", {}).get("tags", [])):
                 raise ExportError(f"{where}: the export tag is now a first-line marker, # export:")
             if name is None:
@@ -107,6 +111,14 @@ def exports(root: Path = REPO_ROOT) -> dict[Path, tuple[Path, list[str]]]:
                     " one file, one source notebook"
                 )
             cells.append(cell_code(lines, where))
+        for file, parts in written.items():  # a program written in parts: all or none exported
+            if any(is_marked for _, is_marked in parts):
+                for where, is_marked in parts:
+                    if not is_marked:
+                        raise ExportError(
+                            f"{where}: writes {file} too, as the exported cells do, but has no"
+                            " export marker: its part would be missing from the module"
+                        )
     return found
 
 
