@@ -280,7 +280,7 @@ def task1(answer: Any, strategy: Any) -> str:
 
 # --------------------------------------------------------------------------- task 2
 
-_SHARE = (
+_SHARE_HINT = (
     "a replica's share is the sum of its per-example losses divided by the global batch size "
     "(the text of Task 2 names TensorFlow's function for it)"
 )
@@ -299,25 +299,25 @@ TASK2_MISTAKES = (
         "or compute_average_loss without global_batch_size). Summed over the {n} replicas it "
         "is {n} times the mean loss of the global batch, and so are the gradients the "
         "all-reduce adds up",
-        _SHARE,
+        _SHARE_HINT,
     ),
     Mistake(
         lambda value, shard, **_: len(shard) == 0 and not np.isfinite(value),
         "{shown}: a replica whose shard is empty (a global batch smaller than the number of "
         "replicas) got NaN, the mean of no numbers, which would spoil every weight at the "
         "all-reduce; an empty shard must give a scalar 0",
-        _SHARE + ", which gives 0 for an empty shard",
+        _SHARE_HINT + ", which gives 0 for an empty shard",
     ),
     Mistake(
         lambda value, shard, n, **_: len(shard) > 0 and _near(value, shard.mean() / n),
         "{shown}: that is the replica's mean divided by the number of replicas, right only "
         "when every replica has as many examples; here they have {shards}",
-        _SHARE,
+        _SHARE_HINT,
     ),
     Mistake(
         lambda value, shard, **_: len(shard) > 0 and _near(value, shard.sum(), 1e-4),
         "{shown}: that is the sum of the losses",
-        _SHARE,
+        _SHARE_HINT,
     ),
     Mistake(
         lambda value, shard, probs, total, **_: (
@@ -330,7 +330,7 @@ TASK2_MISTAKES = (
         lambda **_: True,
         "{shown}",
         "the per-example losses are the cross-entropies of the class numbers and the logits; "
-        + _SHARE,
+        + _SHARE_HINT,
     ),
 )
 

@@ -124,7 +124,7 @@ def _shown(path: str, base: str) -> str:
 
 
 #: Why task 1 has every task save, each into a folder of its own (issue 18).
-_WHY_EVERY_TASK_SAVES = (
+_WHY_EVERY_TASK_SAVES_HINT = (
     "Every task saves, because saving may run collective ops (of mirrored variables) that "
     "need every worker to take part; each into a folder of its own, because tasks that "
     "write the same folder overwrite each other's files; and only the chief's folder, "
@@ -154,7 +154,7 @@ def _manager(answer: Any, base: str, cluster: dict | None, t: Any, where: str):
     if got is None:
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got None",
-            "every task needs a manager, not only the chief. " + _WHY_EVERY_TASK_SAVES,
+            "every task needs a manager, not only the chief. " + _WHY_EVERY_TASK_SAVES_HINT,
         )
     if not isinstance(got, tf.train.CheckpointManager):
         folder = isinstance(got, str | os.PathLike)
@@ -219,7 +219,8 @@ def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) ->
             raise Wrong(
                 f"for {what}: {_label(seen[folder])} and {_label(t)} would both save into "
                 f"{_shown(folder, base)}, and overwrite each other's files",
-                "what tells two tasks apart belongs in the folder's name. " + _WHY_EVERY_TASK_SAVES,
+                "what tells two tasks apart belongs in the folder's name. "
+                + _WHY_EVERY_TASK_SAVES_HINT,
             )
         seen[folder] = t
 
@@ -613,7 +614,7 @@ def _skipped_batches(x, y, g: int, seed: int, r: int, got: list) -> bool:
     return bool(far) and np.array_equal(far[0], got[0])
 
 
-_COUNT_BATCHES = "each step trained on one global batch: count what you skip in batches"
+_COUNT_BATCHES_HINT = "each step trained on one global batch: count what you skip in batches"
 
 #: Task 3: the known wrong streams, over the facts of :func:`_check_stream` (``start``: where
 #: the learner's first batch starts in the workers' stream, in examples; ``batch``: in batches).
@@ -649,7 +650,7 @@ STREAM_MISTAKES = (
         ),
         "for {what}: your stream starts with batch {far}: you skipped restored_step × "
         "global_batch = {skipped} batches; after batch() skip() counts batches",
-        _COUNT_BATCHES,
+        _COUNT_BATCHES_HINT,
     ),
     Mistake(
         lambda start, **_: start is None,
@@ -662,7 +663,7 @@ STREAM_MISTAKES = (
         lambda start, g, **_: start % g,
         "for {what}: your stream starts {start} examples into the workers' stream, inside a "
         "batch: skip() before batch() counts examples",
-        _COUNT_BATCHES,
+        _COUNT_BATCHES_HINT,
     ),
     Mistake(
         lambda batch, r, **_: batch == r,

@@ -62,8 +62,8 @@ OTHER_DEPLOYMENTS = (
 )
 
 
-_SETUP = "run the Setup cell (it reads CLUSTER_FILE), then this one"
-_PARAMETERS = "fix NAME or PORT in the parameters cell and run the lab from the top"
+_SETUP_HINT = "run the Setup cell (it reads CLUSTER_FILE), then this one"
+_PARAMETERS_HINT = "fix NAME or PORT in the parameters cell and run the lab from the top"
 
 
 def _inputs(make, *args, what: str, fix: str, errors=(ClusterConfigError,)):
@@ -369,7 +369,7 @@ def task1(answer: Any, cluster: Any) -> str:
     checked on :func:`task1_cases`: TensorFlow must read and accept it
     (:func:`tensorflow_view`), and read the task and the cluster of
     :func:`dtf.cluster.spec.tf_config`; a refusal shows TensorFlow's message and a hint."""
-    cases = _inputs(task1_cases, cluster, what="the lab's cluster", fix=_SETUP)
+    cases = _inputs(task1_cases, cluster, what="the lab's cluster", fix=_SETUP_HINT)
     views: list[tuple[Task, dict]] = []
     for what, jobs, task_ in cases:
         where = f"{task_} of {what}"
@@ -478,7 +478,7 @@ def task2(answer: Any, cluster: Any) -> str:
     (:func:`tensorflow_reads`); the answer must have asked the resolver (it read
     ``TF_CONFIG`` during the call, :func:`_counting_reads`); ``TF_CONFIG`` must be as before
     after every call."""
-    cases = _inputs(task2_cases, cluster, what="the lab's cluster", fix=_SETUP)
+    cases = _inputs(task2_cases, cluster, what="the lab's cluster", fix=_SETUP_HINT)
     for what, text, before in cases:
         want = tensorflow_reads(text)
         with tf_config_environment(before), _counting_reads() as reads:
@@ -563,9 +563,9 @@ def task3(answer: Any, name: str, counts: Any, port: int) -> str:
     :func:`dtf.deploy.pod_dns_names` on :func:`task3_cases`; a wrong address is named, never
     the right one."""
     what = f"the lab's deployment (NAME={name!r}, counts={counts!r}, PORT={port!r})"
-    cases = _inputs(task3_cases, name, counts, port, what=what, fix=_PARAMETERS)
+    cases = _inputs(task3_cases, name, counts, port, what=what, fix=_PARAMETERS_HINT)
     expected = [
-        _inputs(deploy.pod_dns_names, c, n, p, what=what, fix=_PARAMETERS, errors=(Exception,))
+        _inputs(deploy.pod_dns_names, c, n, p, what=what, fix=_PARAMETERS_HINT, errors=(Exception,))
         for n, c, p in cases
     ]
     for (n, c, p), want in zip(cases, expected, strict=True):
@@ -731,7 +731,7 @@ def task4(answer: Any, name: str) -> str:
     Checked on :func:`task4_cases`: the input must be left as it was, the result must pass
     :func:`dtf.deploy.validate`, have the replica counts of the valid manifest and equal it
     (a repair changes nothing else)."""
-    cases = _inputs(task4_cases, name, what="the lab's TFJob", fix=_PARAMETERS)
+    cases = _inputs(task4_cases, name, what="the lab's TFJob", fix=_PARAMETERS_HINT)
     for what, broken, good in cases:
         given = copy.deepcopy(broken)
         got = call_function(answer, given)
@@ -806,7 +806,7 @@ def task5(answer: Any, name: str, port: int) -> str:
     of that task for Task 3's cluster (:func:`dtf.cluster.spec.tf_config` of
     :func:`dtf.deploy.pod_dns_names`), and TensorFlow must read it as that task
     (:func:`tensorflow_view`)."""
-    cases = _inputs(task5_cases, name, port, what="the lab's Indexed Jobs", fix=_PARAMETERS)
+    cases = _inputs(task5_cases, name, port, what="the lab's Indexed Jobs", fix=_PARAMETERS_HINT)
     views: list[dict] = []
     for what, manifests, cluster, task_ in cases:
         where = f"pod {task_.index} of the {task_.job!r} Job of {what}"
@@ -991,7 +991,9 @@ def task6(answer: Any, name: str, port: int) -> str:
     :func:`broken_deployments`, the manifest (its ``metadata.name``) and the field (its name,
     or a path ending with it) that breaks multi-worker training. Every broken deployment
     passes :func:`dtf.deploy.validate`: the fault is one of meaning, not of schema."""
-    cases = _inputs(broken_deployments, name, port, what="the lab's Indexed Jobs", fix=_PARAMETERS)
+    cases = _inputs(
+        broken_deployments, name, port, what="the lab's Indexed Jobs", fix=_PARAMETERS_HINT
+    )
     got = call_function(answer)
     expect_kind(got, Mapping, "a dict {case: (manifest name, field)}")
     for case, job, fields, _why in FAULTS:
