@@ -2,7 +2,7 @@
 # text on each target's line: a target without one is missing there (tests/test_makefile.py).
 ## Usage: make TARGET [GPU=1] [PYTHON=python3.11] [ARGS="..."]
 ##   GPU=1       on a GPU machine: .venv-gpu and requirements-gpu.txt instead of .venv
-##   PYTHON=...  the interpreter that creates the venv (Python 3.11 to 3.13)
+##   PYTHON=...  the interpreter that creates the venv (a Python that pyproject.toml allows)
 ##   ARGS="..."  extra arguments, e.g. make run ARGS="-p EPOCHS 1 -k 03"
 ## Targets (all but help and clean create the venv on first use):
 
@@ -10,7 +10,8 @@ PYTHON ?= python3
 # The Pythons that can install the pins, written once: pyproject.toml's [tool.dtf.pins]
 # python = ">=3.X,<3.Y" gives 3.X to 3.(Y-1) here (awk, as make must work before any Python
 # is known to be usable). tools/check_platforms.py reads the same line and proves it per platform.
-PYTHON_RANGE := $(shell awk -F'"' '/^\[/ { pins = ($$0 == "[tool.dtf.pins]") } \
+PYTHON_RANGE := $(shell awk -F'"' '{ sub(/\r$$/, ""); sub(/[ \t]+#.*$$/, "") } \
+  /^\[/ { pins = ($$0 == "[tool.dtf.pins]") } \
   pins && $$1 ~ /^python *= *$$/ && $$2 ~ /^>=3\.[0-9]+,<3\.[0-9]+$$/ \
   { split($$2, v, /[^0-9]+/); print v[2] "." v[3], v[4] "." v[5] - 1 }' pyproject.toml)
 PYTHON_MIN := $(word 1,$(PYTHON_RANGE))
@@ -109,7 +110,7 @@ labs: $(STAMP) ## regenerate the student labs from labs/solutions
 measurements: $(STAMP) ## write docs/measurements.md from the last run, test and check records
 	$(PY) -m tools.measurements $(ARGS)
 
-export: $(STAMP) ## rewrite the package files made from notebook cells tagged export:PATH
+export: $(STAMP) ## rewrite dtf/lessons/ from the cells marked # export: dtf/lessons/NAME.py
 	$(PY) -m tools.export $(ARGS)
 
 # tools/lint.py defines the lint commands; CI's lint job (.github/workflows/test.yml) and the

@@ -53,7 +53,7 @@ The program (:mod:`dtf.lessons.worker_program`)
     Notebook 11 writes the worker program to a file, in parts, and runs it with
     ``launcher.run(config, num_workers, program=PATH)``: each worker runs the file with
     ``runpy`` as ``python PATH`` would, so a changed file changes what the next run's
-    workers do. The same cells, tagged ``# export: dtf/lessons/worker_program.py``, generate
+    workers do. The same cells, marked ``# export: dtf/lessons/worker_program.py``, generate
     :mod:`dtf.lessons.worker_program` (``python -m tools.export``), the default program of a
     :class:`Launcher`. It is a small Keras MLP on scikit-learn's digits, trained by a custom
     loop: ``strategy.run`` of one step per replica, the loss averaged over the *global*
