@@ -150,16 +150,15 @@ class _NoStderrUnderNbval:
 
 
 def pytest_configure(config):
-    _CONFIG["config"] = config
+    name = config.getoption("--record-suite", None)
+    if name and not hasattr(config, "workerinput"):  # an xdist worker has no whole picture
+        config.pluginmanager.register(_SuiteRecord(name), "dtf-suite-record")
     if config.pluginmanager.hasplugin("nbval"):
         # Registered as a plugin, not a conftest hook: the notebooks are not under tests/.
         config.pluginmanager.register(_NoStderrUnderNbval(), "dtf-no-stderr-under-nbval")
 
 
 # --------------------------------------------------------------------------- suite records
-
-#: The session's config, for the report hook (which is not given it).
-_CONFIG: dict = {}
 
 
 def pytest_addoption(parser):
@@ -170,45 +169,38 @@ def pytest_addoption(parser):
     )
 
 
-def pytest_sessionstart(session):
-    session.config._dtf_suite = {"start": time.monotonic(), "groups": {}, "outcomes": {}}
+class _SuiteRecord:
+    """``--record-suite NAME``: counts, wall time and the seconds of each group of tests
+    (:func:`suite_group`), written to ``build/suites/NAME.json`` at the end. Registered on the
+    controller only: under xdist it sees every worker's reports."""
 
+    def __init__(self, name: str) -> None:
+        self.name, self.start = name, time.monotonic()
+        self.groups: dict[str, float] = {}
+        self.outcomes: dict[str, str] = {}
 
-def pytest_runtest_logreport(report):
-    record = getattr(_CONFIG.get("config"), "_dtf_suite", None)
-    if record is None:
-        return
-    group = suite_group(report.nodeid.rsplit("@", 1)[0])
-    record["groups"][group] = record["groups"].get(group, 0.0) + report.duration
-    if report.when == "call" or report.outcome != "passed":
-        record["outcomes"][report.nodeid] = report.outcome
+    def pytest_runtest_logreport(self, report):
+        group = suite_group(report.nodeid.rsplit("@", 1)[0])
+        self.groups[group] = self.groups.get(group, 0.0) + report.duration
+        if report.when == "call" or report.outcome != "passed":
+            self.outcomes[report.nodeid] = report.outcome
 
-
-def pytest_sessionfinish(session, exitstatus):
-    name = session.config.getoption("--record-suite", None)
-    record = getattr(session.config, "_dtf_suite", None)
-    if not name or record is None or hasattr(session.config, "workerinput"):
-        return  # not asked, or an xdist worker: the controller sees every report
-    outcomes = list(record["outcomes"].values())
-    SUITES_DIR.mkdir(parents=True, exist_ok=True)
-    (SUITES_DIR / f"{name}.json").write_text(
-        json.dumps(
-            {
-                "suite": name,
-                "markers": session.config.getoption("-m", ""),
-                "arguments": list(session.config.invocation_params.args),
-                "workers": session.config.getoption("numprocesses", None),
-                "cores": os.cpu_count(),
-                "passed": outcomes.count("passed"),
-                "failed": outcomes.count("failed"),
-                "skipped": outcomes.count("skipped"),
-                "seconds": round(time.monotonic() - record["start"], 1),
-                "group_seconds": {k: round(v, 1) for k, v in sorted(record["groups"].items())},
-                "exit_status": int(exitstatus),
-                "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            },
-            indent=1,
-        )
-        + "\n",
-        encoding="utf-8",
-    )
+    def pytest_sessionfinish(self, session, exitstatus):
+        config, outcomes = session.config, list(self.outcomes.values())
+        record = {
+            "suite": self.name,
+            "markers": config.getoption("-m", ""),
+            "arguments": list(config.invocation_params.args),
+            "workers": config.getoption("numprocesses", None),
+            "cores": os.cpu_count(),
+            "passed": outcomes.count("passed"),
+            "failed": outcomes.count("failed"),
+            "skipped": outcomes.count("skipped"),
+            "seconds": round(time.monotonic() - self.start, 1),
+            "group_seconds": {k: round(v, 1) for k, v in sorted(self.groups.items())},
+            "exit_status": int(exitstatus),
+            "finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        }
+        SUITES_DIR.mkdir(parents=True, exist_ok=True)
+        text = json.dumps(record, indent=1) + "\n"
+        (SUITES_DIR / f"{self.name}.json").write_text(text, encoding="utf-8")
