@@ -43,7 +43,7 @@ STAMP := $(VENV)/.installed-$(REQUIREMENTS)
 # them: run, lab, outputs and labs never install pytest, ruff or uv.
 DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv dev run test check netns lab outputs labs measurements export lint clean
+.PHONY: help venv dev run test check counts netns lab outputs labs measurements export lint clean
 
 help: ## list the targets and options (this text)
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -73,8 +73,8 @@ dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt,
 # Three workers on two cores: many tests wait (servers starting, timeouts waited out, peers
 # frozen), so two workers leave the cores idle part of the time. --dist loadgroup keeps a
 # notebook's cells, and a module's tests, on one worker (tests/conftest.py). make test leaves
-# out what is marked slow, notebook, root or hosted; make check only what is marked hosted (a
-# simulated Colab runtime: nox -s hosted runs it). Both need the test tools
+# out what is marked slow, notebook, root or hosted; make check what is marked hosted (a
+# simulated Colab runtime: nox -s hosted runs it) or counts (make counts). All need the test tools
 # (requirements-dev.txt), and both record their counts and times in build/suites/ for
 # docs/measurements.md (make measurements), where every measured time of the course lives.
 # --no-loadscope-reorder: pytest-xdist would otherwise hand out the groups with the most tests
@@ -86,8 +86,14 @@ FAST := not slow and not notebook and not root and not hosted
 test: $(DEV_STAMP) ## the fast tests (times: docs/measurements.md): run them after every change
 	$(PYTEST) -m "$(FAST)" --record-suite test $(ARGS)
 
-check: $(DEV_STAMP) ## every test: nbval, other device counts, labs, clusters, root (CI runs it)
-	$(PYTEST) -m "not hosted" --record-suite check $(ARGS)
+check: $(DEV_STAMP) ## every test but the device-count sweep: nbval, labs, clusters, root (CI)
+	$(PYTEST) -m "not hosted and not counts" --record-suite check $(ARGS)
+
+# The promise that every tutorial runs unchanged on 1 to 8 devices: each one again at another
+# count (3, 8 or 1, tests/device_counts.py). A fifth of make check's CPU time when it was part
+# of it, so it is a target of its own, like nox -s hosted; CI runs it after make check.
+counts: $(DEV_STAMP) ## every tutorial again at another device count (3, 8 or 1; CI runs it)
+	$(PYTEST) -m counts --record-suite counts $(ARGS)
 
 # make check skips the tests marked root (network namespaces, tests/test_netns.py) unless it
 # runs as root. This runs them as root, and DTF_REQUIRE_NETNS=1 makes a machine that cannot

@@ -67,7 +67,7 @@ def _run_course(session: nox.Session, name: str) -> None:
 
 @nox.session
 def pins(session: nox.Session) -> None:
-    """The workshop pins: every test (make check's suite)."""
+    """The workshop pins: every test (make check's and make counts' suites)."""
     session.install("-r", "requirements.txt", "-r", "requirements-dev.txt", "-e", ".")
     session.run(
         *PYTEST,

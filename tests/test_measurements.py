@@ -66,7 +66,7 @@ def test_a_narrowed_run_says_so_and_a_missing_record_names_its_command(tmp_path)
     page = measurements.render(_records(tmp_path, suite=narrowed))
     assert "| `make check (only -k lab05)` |" in page
     empty = measurements.render(tmp_path / "nothing")
-    assert "No record yet: run `make test` or `make check`." in empty
+    assert "No record yet: run `make test`, `make check` or `make counts`." in empty
     assert "No record yet: run `make run`." in empty
 
 

@@ -6,7 +6,9 @@ count :mod:`tests.device_counts` gives it (3, 8 or 1, taking turns), and each la
 version runs at its default. Every run is its own test in its own xdist group, so that
 ``pytest -n 3 --dist loadgroup`` spreads them over the workers; all are marked ``notebook``
 (``make check``), except the one smoke run of a lab kernel that ``make test`` keeps, marked
-``smoke``: the solution of :data:`SMOKE_LAB`, about 5 s (its kernel imports TensorFlow).
+``smoke``: the solution of :data:`SMOKE_LAB`, about 5 s (its kernel imports TensorFlow). The
+tutorials' runs at another count are also marked ``counts``: ``make counts`` runs them, not
+``make check``, and CI runs both.
 
 No run may show a learner anything on stderr (issue 26: a warning box under a cluster cell):
 each run here asserts it on the notebook it executed, as JupyterLab's Run All in a fresh kernel
@@ -44,7 +46,7 @@ def _notebook_marks(path: Path) -> list:
 
 
 TUTORIAL_RUNS = [
-    _param(p, pytest.mark.notebook, kind="count")
+    _param(p, pytest.mark.notebook, pytest.mark.counts, kind="count")
     for p, _ in other_counts().items()
     if p.parent.name == "notebooks"
 ]
