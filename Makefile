@@ -43,7 +43,7 @@ STAMP := $(VENV)/.installed-$(REQUIREMENTS)
 # them: run, lab, outputs and labs never install pytest, ruff or uv.
 DEV_STAMP := $(VENV)/.installed-requirements-dev.txt
 
-.PHONY: help venv dev run test check counts netns lab outputs labs measurements export lint clean
+.PHONY: help venv dev run test check counts netns lab outputs labs measurements export lint site clean
 
 help: ## list the targets and options (this text)
 	@sed -n 's/^## //p' $(firstword $(MAKEFILE_LIST))
@@ -118,6 +118,13 @@ measurements: $(STAMP) ## write docs/measurements.md from the last run, test and
 
 export: $(STAMP) ## rewrite dtf/lessons/ from the cells marked # export: dtf/lessons/NAME.py
 	$(PY) -m tools.export $(ARGS)
+
+# The course as a website (tools/site.py): Jupyter Book 2 parses the notebooks with their
+# stored outputs (nothing is executed; it runs on Node.js, CONTRIBUTING.md names the version),
+# our own renderer writes static pages, and a check fails the build on a link that leads
+# nowhere. CI builds it on every push and publishes it from main (.github/workflows/site.yml).
+site: $(DEV_STAMP) ## the course website in build/site/ (needs Node.js 20; CONTRIBUTING.md)
+	$(PY) -m tools.site $(ARGS)
 
 # tools/lint.py defines the lint commands; CI's lint job (.github/workflows/test.yml) and the
 # pre-commit hook run this target.

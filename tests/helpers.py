@@ -113,3 +113,22 @@ def suite_group(nodeid: str) -> str:
         if name in nodeid:
             return group
     return "every other test"
+
+
+#: The course website, built once per test process: tests/test_site.py and
+#: tests/test_site_browser.py share one xdist group, hence one worker and one build.
+_SITE_BUILD: dict[str, object] = {}
+#: How long the whole site build may take in a test (it takes seconds).
+SITE_BUILD_TIMEOUT_S = 240.0
+
+
+def built_site(tmp_path_factory: pytest.TempPathFactory):
+    """``tools.site.build`` of the checkout into a temporary folder (a ``Result``)."""
+    from tools import site
+
+    if "result" not in _SITE_BUILD:
+        folder = tmp_path_factory.mktemp("site")
+        _SITE_BUILD["result"] = site.build(
+            ROOT, folder / "site", folder / "site-src", timeout=SITE_BUILD_TIMEOUT_S
+        )
+    return _SITE_BUILD["result"]
