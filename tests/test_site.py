@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, built_site
+from tests.helpers import ROOT, built_site, site_tools_missing, skip_or_fail
 from tools import agenda, hosted, site
 from tools.nbtools import tutorial_paths
 
@@ -169,7 +169,8 @@ def test_links_lead_to_pages_or_to_github(tmp_path):
     assert renderer.resolve("../README.md#installing") == f"{repo}/blob/main/README.md#installing"
     solution = "../labs/solutions/02_towers_lab.ipynb"
     assert renderer.resolve(solution) == f"{repo}/blob/main/labs/solutions/02_towers_lab.ipynb"
-    assert renderer.resolve("/index", internal=True) == "../index.html"
+    assert renderer.resolve("/index") == "../index.html"
+    assert renderer.resolve("/") == "../index.html"  # MyST's address of the home page
     assert renderer.resolve("#setup") == "#setup"
     # A bare word that MyST took for an address stays a word.
     bare = {"type": "link", "url": "http://tf.data", "children": [_text("tf.data")]}
@@ -221,6 +222,142 @@ def test_check_site_finds_every_kind_of_broken_reference(tmp_path):
     assert "bad.html: shows a Python traceback" in problems
 
 
+def test_output_html_that_would_run_code_fails_the_check(tmp_path):
+    """Output HTML is published as the notebook stored it: a script in it is caught."""
+    planted = (
+        '<table onmouseover="steal()"><tr><td><a href=" JavaScript:go()">x</a></td></tr>'
+        "</table><script>steal()</script>"
+    )
+    outputs = [
+        {"type": "output", "jupyter_data": {"output_type": "display_data", "data": data}}
+        for data in ({"text/html": {"content": planted}}, {"text/html": {"content": "<b>ok</b>"}})
+    ]
+    node = {"type": "root", "children": [{"type": "outputs", "children": outputs}]}
+    course, page = _one_page_site(tmp_path, node)
+    (tmp_path / "out").mkdir()
+    rendered = site.Renderer(course, page).render(node)
+    (tmp_path / "out" / "page.html").write_text(f"<main>{rendered}</main>", encoding="utf-8")
+    assert site.check_site(tmp_path / "out") == [
+        "page.html: has an event attribute onmouseover= on <table>",
+        "page.html: has a javascript: URL in href= of <a>",
+        "page.html: has a <script> element",
+    ]
+    (tmp_path / "out" / "page.html").write_text("<main><b>ok</b></main>", encoding="utf-8")
+    assert site.check_site(tmp_path / "out") == []
+
+
+def test_links_to_github_must_name_a_file_and_a_heading_of_the_repository(tmp_path):
+    repo = hosted.repo_url(ROOT)
+    (tmp_path / "notebooks").mkdir()
+    (tmp_path / "notebooks" / "05_gpu_memory.html").write_text("<h1>05</h1>", encoding="utf-8")
+    good = [
+        "README.md#installing",
+        "README.md#sources",
+        "labs/solutions/02_towers_lab.ipynb",
+        "src/dtf",
+    ]
+    links = "".join(f'<a href="{repo}/blob/main/{path}">x</a>' for path in good)
+    page_on_github = f"{repo}/blob/main/notebooks/05_gpu_memory.ipynb"  # "View on GitHub"
+    launch = f'<a class="launch launch-github" href="{page_on_github}">'
+    (tmp_path / "index.html").write_text(f"{links}{launch}GitHub</a>", encoding="utf-8")
+    assert site.check_site(tmp_path, repo, ROOT) == []
+    bad = [
+        "notebooks/06_local_srever.ipynb",
+        "README.md#no-such-section",
+        "/setup-check",
+        "notebooks/05_gpu_memory.ipynb",
+    ]
+    links = "".join(f'<a href="{repo}/blob/main/{path}">x</a>' for path in bad)
+    (tmp_path / "bad.html").write_text(links, encoding="utf-8")
+    problems = site.check_site(tmp_path, repo, ROOT)
+    assert [p.split(" ", 2)[2] for p in problems] == [
+        "names no file of the repository",
+        "README.md has no heading #no-such-section",
+        "names no file of the repository",
+        "goes to GitHub, but notebooks/05_gpu_memory.ipynb is a page of the site (a link the "
+        "site missed)",
+    ]
+
+
+def test_github_anchors_follow_githubs_rules():
+    text = (
+        "# Distributed TensorFlow, hands-on\n## In Google Colab (or Kaggle) & on other versions\n"
+        "```bash\n# not a heading\n```\n## `make run` and [links](x.md)\n## Setup\n## Setup\n"
+        '<a id="kept"></a>\n'
+    )
+    assert site.github_anchors(text) == {
+        "distributed-tensorflow-hands-on",
+        "in-google-colab-or-kaggle--on-other-versions",
+        "make-run-and-links",
+        "setup",
+        "setup-1",
+        "kept",
+    }
+
+
+def test_the_build_refuses_to_empty_a_folder_that_is_no_earlier_build(tmp_path):
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "precious.txt").write_text("keep me", encoding="utf-8")
+    with pytest.raises(site.SiteError, match=r"not empty and is no earlier site build"):
+        site.render(tmp_path / "built", [], checkout)
+    with pytest.raises(site.SiteError, match=r"not empty and is no earlier site build"):
+        site.prepare(ROOT, checkout)
+    assert [p.name for p in checkout.iterdir()] == ["precious.txt"]
+    earlier = tmp_path / "earlier"  # a site of an earlier build is replaced
+    earlier.mkdir()
+    (earlier / site.STYLESHEET).write_text("old", encoding="utf-8")
+    (earlier / "stale.html").write_text("old", encoding="utf-8")
+    site.render(tmp_path / "built", [], earlier)
+    assert sorted(p.name for p in earlier.iterdir()) == [site.STYLESHEET]
+    site.render(tmp_path / "built", [], tmp_path / "new")  # a new folder is made
+    assert (tmp_path / "new" / site.STYLESHEET).is_file()
+
+
+def test_a_warning_of_jupyter_book_fails_the_build_but_its_advice_does_not(tmp_path, monkeypatch):
+    script = (
+        "import pathlib; p = pathlib.Path('_build/site'); p.mkdir(parents=True, exist_ok=True); "
+        "(p / 'config.json').write_text('{}'); "
+        'print(\'\u26a0\ufe0f  a.md:5 Linking "setup" to an implicit heading reference, best '
+        "practice is'); print('\u26d4\ufe0f a.md Cannot find image \"x.png\"')"
+    )
+    monkeypatch.setattr(site, "JUPYTER_BOOK", (sys.executable, "-c", script))
+    monkeypatch.setattr(site, "node_version", lambda: "v20.0.0")  # runs without Node.js too
+    built, warnings = site.run_jupyter_book(tmp_path)
+    assert warnings == ['\u26d4\ufe0f a.md Cannot find image "x.png"']
+    monkeypatch.setattr(site, "prepare", lambda root, source: [])
+    monkeypatch.setattr(site, "render", lambda *args: site.Site([], built, "", ROOT))
+    monkeypatch.setattr(site, "check_site", lambda *args: [])
+    with pytest.raises(site.SiteError, match=r"1 warning\(s\)[\s\S]*Cannot find image"):
+        site.build(ROOT, tmp_path / "out", tmp_path)
+    assert site.build(ROOT, tmp_path / "out", tmp_path, strict=False).warnings == warnings
+    monkeypatch.setattr(site, "check_site", lambda *args: ["page.html: x leads nowhere"])
+    with pytest.raises(site.SiteError, match=r"1 problem\(s\)[\s\S]*page.html: x leads nowhere"):
+        site.build(ROOT, tmp_path / "out", tmp_path)
+
+
+def test_the_site_tests_skip_without_the_tools_and_fail_where_required(tmp_path, monkeypatch):
+    """Without Node.js a site test skips and names what to install; CI fails it instead."""
+
+    def outcome(reason: str | None, env: dict) -> tuple[str, str]:
+        try:
+            skip_or_fail(reason, env)
+        except (pytest.skip.Exception, pytest.fail.Exception) as err:  # caught: this test's own
+            return type(err).__name__, str(err)
+        return "ran", ""
+
+    missing = "no Node.js: install Node.js 20"
+    assert outcome(None, {"CI": "true"}) == ("ran", "")
+    assert outcome(missing, {}) == ("Skipped", missing)
+    assert outcome(missing, {"DTF_REQUIRE_BROWSER": "0"}) == ("Skipped", missing)
+    for env in ({"CI": "true"}, {"DTF_REQUIRE_BROWSER": "1"}):
+        kind, message = outcome(missing, env)
+        assert kind == "Failed" and "must run here" in message and missing in message
+    monkeypatch.setenv("PATH", str(tmp_path))  # no node anywhere
+    assert "Node.js is not installed" in (site_tools_missing() or "")
+    assert "install Node.js 20" in (site_tools_missing() or "")
+
+
 def test_a_missing_or_unsupported_node_is_named_with_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no node anywhere
     with pytest.raises(site.SiteError, match=r"Node\.js is not installed.*install Node\.js 20"):
@@ -234,6 +371,7 @@ def test_a_missing_or_unsupported_node_is_named_with_what_to_install(tmp_path, m
 
 def test_a_build_that_hangs_is_stopped_and_one_that_fails_is_shown(tmp_path, monkeypatch):
     sleeper = (sys.executable, "-c", "import time; time.sleep(120)")
+    monkeypatch.setattr(site, "node_version", lambda: "v20.0.0")  # runs without Node.js too
     monkeypatch.setattr(site, "JUPYTER_BOOK", sleeper)
     start = time.monotonic()
     with pytest.raises(site.SiteError, match="did not finish in 1 s"):
@@ -256,6 +394,66 @@ def test_make_site_installs_the_tools_and_runs_the_tool():
     assert proc.returncode == 0, proc.stderr
     assert "-r requirements-dev.txt" in proc.stdout
     assert "-m tools.site" in proc.stdout
+
+
+# --------------------------------------------------------------------------- a tiny site
+
+#: Pages whose headings repeat (MyST's heading labels are project-wide, as in the course,
+#: where every notebook has a Setup), with links by path and anchor, and mistyped ones.
+TINY = {
+    site.HOME: "# Home\n\n## Setup\n\nThe home page has one too.\n",
+    "notebooks/05_a.md": (
+        "# A\n\n## Overview\n\n[to-b](06_b.md#setup) [to-lab](../labs/02_c_lab.md#setup) "
+        "[to-overview](#overview) [to-setup](#setup) [to-b-top](06_b.md) "
+        "[typo](06_local_srever.ipynb) [no-section](../README.md#no-such-section)\n\n"
+        "## Setup\n\nA's own.\n"
+    ),
+    "notebooks/06_b.md": "# B\n\n## Overview\n\nB.\n\n## Setup\n\nB's.\n",
+    "labs/02_c_lab.md": "# C\n\n## Overview\n\nC.\n\n## Setup\n\nC's.\n",
+    "notebooks/07_d.md": "# D\n\n![a diagram](../images/nope.png)\n",
+    site.GUIDE: "# Guide\n\nThe home page links here.\n",
+}
+
+
+@pytest.mark.slow
+def test_anchored_links_land_on_their_page_and_mistakes_fail_the_check(tmp_path):
+    """Through jupyter-book itself: a link's own path decides its page, a heading of this
+    page is this page's; a mistyped file or README section is caught; a missing image is
+    named with jupyter-book's warning and nothing is read outside its output."""
+    skip_or_fail(site_tools_missing())
+    source, out = tmp_path / "src", tmp_path / "out"
+    for name, text in TINY.items():
+        (source / name).parent.mkdir(parents=True, exist_ok=True)
+        (source / name).write_text(text, encoding="utf-8")
+    (source / "template").mkdir()
+    (source / "template" / "template.yml").write_text(
+        "jtex: v1\ntitle: t\nkind: site\noptions: []\nparts: []\n", encoding="utf-8"
+    )
+    toc = "".join(f"    - file: {name}\n" for name in TINY)
+    (source / "myst.yml").write_text(
+        f"version: 1\nproject:\n  title: T\n  toc:\n{toc}site:\n  template: ./template\n",
+        encoding="utf-8",
+    )
+    built, warnings = site.run_jupyter_book(source)
+    items: list = [site.Entry(name) for name in TINY if name != "notebooks/07_d.md"]
+    site.render(built, items, out, ROOT, warnings)
+    links = {text: href for href, text, _ in Page(out / "notebooks/05_a.html").links}
+    repo = hosted.repo_url(ROOT)
+    assert links["to-b"] == "06_b.html#setup"
+    assert links["to-lab"] == "../labs/02_c_lab.html#setup"
+    assert links["to-overview"] == "#overview" and links["to-setup"] == "#setup"
+    assert links["to-b-top"] == "06_b.html"
+    assert links["typo"] == f"{repo}/blob/main/notebooks/06_local_srever.ipynb"
+    assert site.check_site(out) == []  # every page and anchor is there
+    assert site.check_site(out, repo, ROOT) == [
+        f"notebooks/05_a.html: {links['typo']} names no file of the repository",
+        f"notebooks/05_a.html: {links['no-section']} README.md has no heading #no-such-section",
+    ]
+    with pytest.raises(
+        site.SiteError,
+        match=r"notebooks/07_d\.md shows \.\./images/nope\.png[\s\S]*Cannot find image",
+    ):
+        site.render(built, [*items, site.Entry("notebooks/07_d.md")], out, ROOT, warnings)
 
 
 # --------------------------------------------------------------------------- the real site

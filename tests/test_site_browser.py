@@ -1,6 +1,6 @@
 """The course website in a real browser: headless Chromium (the system's, through Selenium)
-opens the home page from a local server, follows the contents to a tutorial with a plot and
-to a lab, and sees the plot drawn and a code cell on screen.
+opens the home page from a local server, follows its contents to a tutorial with a plot,
+returns home and follows them to a lab, and sees the plot drawn and a code cell on screen.
 
 Skipped, with the reason, where no Chromium, chromedriver or selenium is installed; CI sets
 ``CI`` (GitHub Actions) or ``DTF_REQUIRE_BROWSER=1`` (.ci/run), and there it fails instead.
@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import built_site
+from tests.helpers import built_site, site_required
 
 pytestmark = [pytest.mark.xdist_group("site"), pytest.mark.slow]
 
 #: CI must run this test: there a missing browser fails it instead of skipping it.
-REQUIRED = bool(os.environ.get("CI")) or os.environ.get("DTF_REQUIRE_BROWSER") == "1"
+REQUIRED = site_required()
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 #: Seconds for a page to load, and for an element to appear.
 PAGE_LOAD_S = 30
@@ -31,6 +31,7 @@ WAIT_S = 20
 #: The pages the test walks to (titles as the contents list them).
 TUTORIAL, TUTORIAL_PAGE = "05 · GPU memory", "notebooks/05_gpu_memory.html"
 LAB, LAB_PAGE = "Lab 02 · Towers", "labs/02_towers_lab.html"
+SITE_TITLE = "Distributed TensorFlow, hands-on"
 
 
 def _chromedriver() -> str | None:
@@ -150,7 +151,7 @@ def test_the_home_page_leads_to_a_tutorial_with_its_plot_and_to_a_lab(browser, s
     from selenium.webdriver.support.ui import WebDriverWait
 
     browser.get(served)
-    assert "Distributed TensorFlow, hands-on" in browser.title
+    assert SITE_TITLE in browser.title
     _follow(browser, "ul.contents", TUTORIAL, TUTORIAL_PAGE)
     assert browser.find_element("css selector", "h1").text == TUTORIAL
     plot = _visible(browser, ".output.image img")
@@ -162,7 +163,8 @@ def test_the_home_page_leads_to_a_tutorial_with_its_plot_and_to_a_lab(browser, s
     )
     assert plot.size["width"] > 100 and plot.size["height"] > 50
     assert _visible(browser, "div.cell.code > pre.code-cell").text.strip()
-    _follow(browser, "nav.sidebar", LAB, LAB_PAGE)
+    _follow(browser, "nav.sidebar", SITE_TITLE, "index.html")  # home again, by its title
+    _follow(browser, "ul.contents", LAB, LAB_PAGE)
     assert browser.find_element("css selector", "h1").text == LAB
     assert "NUM_DEVICES" in _visible(browser, "div.cell.code > pre.code-cell").text
     launch = _visible(browser, "a.launch-colab")
