@@ -62,6 +62,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tools import agenda, hosted
+from tools.contents import labs
 from tools.nbtools import REPO_ROOT, session_kwargs, terminate
 
 SOURCE_DIR = Path("build/site-src")
@@ -137,18 +138,13 @@ def tutorial_groups(root: Path = REPO_ROOT) -> list[Group]:
     return [Group(t, tuple(e)) for t, e in zip(titles, grouped, strict=True) if e]
 
 
-def student_labs(root: Path = REPO_ROOT) -> list[str]:
-    """The student labs, labs/NN_…_lab.ipynb, in number order (the solutions are no pages)."""
-    return [f"labs/{p.name}" for p in sorted((root / "labs").glob("[0-9][0-9]_*_lab.ipynb"))]
-
-
 def contents(root: Path = REPO_ROOT) -> list[Entry | Group]:
     """The site's contents in order: pages and groups of pages."""
     return [
         Entry(HOME),
         Entry(LAPTOP),
         *tutorial_groups(root),
-        Group("Labs", tuple(Entry(lab) for lab in student_labs(root))),
+        Group("Labs", tuple(Entry(f"labs/{lab.name}") for lab in labs(root))),  # no solutions
         Entry(GUIDE),
     ]
 
@@ -950,15 +946,20 @@ def github_anchors(text: str) -> set[str]:
     return anchors
 
 
-def _check_github(value: str, css: str, out: Path, repo: str, root: Path) -> str | None:
-    """What is wrong with a link to ``{repo}/blob/main/PATH``, or None."""
+def _check_github(
+    value: str, css: str, out: Path, repo: str, root: Path, anchors: dict[str, set[str]]
+) -> str | None:
+    """What is wrong with a link to ``{repo}/blob/main/PATH``, or None; ``anchors``: the
+    Markdown files' anchors found so far, each file read once."""
     path, _, anchor = value[len(f"{repo}/blob/main/") :].partition("#")
     if not path or "//" in path or not (root / path).exists():
         return "names no file of the repository"
     if "launch-github" not in css.split() and (out / page_path(path)).is_file():
         return f"goes to GitHub, but {path} is a page of the site (a link the site missed)"
     if anchor and path.endswith(".md"):
-        if anchor not in github_anchors((root / path).read_text(encoding="utf-8")):
+        if path not in anchors:
+            anchors[path] = github_anchors((root / path).read_text(encoding="utf-8"))
+        if anchor not in anchors[path]:
             return f"{path} has no heading #{anchor}"
     return None
 
@@ -970,6 +971,7 @@ def check_site(out: Path, repo: str = "", root: Path = REPO_ROOT) -> list[str]:
     an ``on*=`` attribute, a ``javascript:`` URL), and, given the ``repo`` address, a link
     to a file of ``root`` on GitHub that it has not (or to a README heading it has not)."""
     problems: list[str] = []
+    anchors: dict[str, set[str]] = {}
     pages = {path: _collect(path) for path in sorted(out.rglob("*.html"))}
     site_root = out.resolve()
     for path, page in pages.items():
@@ -982,7 +984,7 @@ def check_site(out: Path, repo: str = "", root: Path = REPO_ROOT) -> list[str]:
         for attribute, value, css in page.refs:
             scheme = re.match(r"([A-Za-z][A-Za-z0-9+.-]*):", value)
             if repo and value.startswith(f"{repo}/blob/main/"):
-                wrong = _check_github(value, css, out, repo, root)
+                wrong = _check_github(value, css, out, repo, root, anchors)
                 if wrong:
                     problems.append(f"{name}: {value} {wrong}")
             if scheme:
