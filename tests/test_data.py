@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import hashlib
 import os
 import pickle
 import struct
@@ -184,15 +185,39 @@ def test_digits_shapes_dtypes_and_range() -> None:
     assert ds.num_classes == 10 and ds.class_names == tuple("0123456789")
 
 
-def test_digits_values_are_sklearn_values_over_16() -> None:
-    from sklearn.datasets import load_digits
+#: Fingerprints of scikit-learn 1.9.1's digits and of its stratified splits, recorded from
+#: ``sklearn.datasets.load_digits()`` and ``train_test_split(range(1797), test_size=f,
+#: random_state=seed, stratify=target)``: the sha256 of the uint8 images and int64 digits, and
+#: the first 16 hex digits of the sha256 of the int64 train indices then test indices.
+SKLEARN_DIGITS_SHA256 = "65e5b4619795efb40c1082f4c350c049e4ad552200d369b6ae99e21eef5e72c5"
+SKLEARN_SPLITS = {
+    (0.2, 0): "c2c37eddf53c5760",
+    (0.5, 3): "40d21fd7ea862069",
+    (0.06, 0): "b65f319bd19dcec9",
+    (0.25, 7): "a2fbc4a331ceaa1e",
+}
 
+
+def test_digits_file_is_scikit_learn_s() -> None:
+    from dtf.data import DIGITS_FILE
+
+    table = np.loadtxt(DIGITS_FILE, delimiter=",")
+    images, digits = table[:, :-1].astype(np.uint8), table[:, -1].astype(np.int64)
+    digest = hashlib.sha256(images.tobytes() + digits.tobytes()).hexdigest()
+    assert digest == SKLEARN_DIGITS_SHA256
     ds = load("digits", test_fraction=0.5, seed=3)
-    images = load_digits().images.reshape(N_DIGITS, 64)
-    # Every returned image is one of sklearn's, divided by 16.
-    x = ds.x_train.reshape(len(ds.x_train), 64).astype(np.float64) * 16
-    matches = (x[:20, None, :] == images[None, :, :]).all(axis=2).any(axis=1)
-    assert matches.all()
+    x = np.concatenate([ds.x_train, ds.x_test]).reshape(N_DIGITS, 64).astype(np.float64) * 16
+    assert sorted(map(bytes, x.astype(np.uint8))) == sorted(map(bytes, images))
+
+
+@pytest.mark.parametrize(("fraction", "seed"), sorted(SKLEARN_SPLITS))
+def test_digits_split_is_scikit_learn_s(fraction: float, seed: int) -> None:
+    from dtf.data import DIGITS_FILE, _stratified_split
+
+    digits = np.loadtxt(DIGITS_FILE, delimiter=",")[:, -1].astype(np.int64)
+    train, test = _stratified_split(digits, fraction, seed)
+    digest = hashlib.sha256(train.astype(np.int64).tobytes() + test.astype(np.int64).tobytes())
+    assert digest.hexdigest()[:16] == SKLEARN_SPLITS[fraction, seed]
 
 
 def test_digits_split_is_deterministic() -> None:
@@ -739,6 +764,7 @@ def test_cifar10_refuses_code_in_pickles(keras_home: Path, no_download: None) ->
 def test_import_does_not_import_tensorflow_keras_or_sklearn() -> None:
     code = (
         "import sys, dtf.data\n"
+        "dtf.data.load('digits')\n"
         "heavy = [m for m in ('tensorflow', 'keras', 'sklearn') if m in sys.modules]\n"
         "print(heavy)\n"
         "sys.exit(1 if heavy else 0)\n"

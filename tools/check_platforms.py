@@ -45,9 +45,7 @@ INTEL_MAC = "TensorFlow has no macOS x86-64 (Intel Mac) wheel after 2.16, and th
 #: Installed on top of each platform's file by make test / check / lint (never on its own).
 DEV_FILE = "requirements-dev.txt"
 UNSUPPORTED_PYTHONS = {
-    "3.10": (
-        "the pinned numpy, pandas, matplotlib, scikit-learn and ipykernel need Python 3.11 or newer"
-    ),
+    "3.10": ("the pinned numpy, pandas, matplotlib and ipykernel need Python 3.11 or newer"),
     "3.14": "TensorFlow 2.21 has no wheels for Python 3.14",
 }
 

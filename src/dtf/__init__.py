@@ -10,7 +10,7 @@ and only then imports the helper that does it:
 - ``dtf.towers``    in-graph replication: one model copy per device, gradients averaged
 - ``dtf.parallel``  model, data and pipeline parallelism of one small network, and their costs
 - ``dtf.arguments`` argument checks shared by ``dtf.parallel`` and the pipeline lesson
-- ``dtf.data``      offline-first data sets (scikit-learn digits; Keras' MNIST, CIFAR-10, ...)
+- ``dtf.data``      offline-first data sets (bundled digits; Keras' MNIST, CIFAR-10, ...)
 - ``dtf.metrics``   record a notebook's result for the headless run report
 - ``dtf.cluster``   real TensorFlow clusters of server processes on this machine; its server
                     is the command ``dtf-server`` (``python -m dtf.cluster.server``)

@@ -1,7 +1,8 @@
 """Offline-first data sets for the notebooks: one call, one ``Dataset``, the same shapes everywhere.
 
 The course runs on laptops, in CI and on cluster nodes that often have no internet access.
-So the default data set, ``"digits"``, ships with scikit-learn and never needs a download, and
+So the default data set, ``"digits"``, ships with this package (a copy of scikit-learn's, in
+``digits.csv.gz``) and never needs a download, and
 the real Keras data sets (``"mnist"``, ``"fashion_mnist"``, ``"cifar10"``) are read straight
 from Keras' on-disk cache when the files are already there::
 
@@ -15,9 +16,10 @@ string: images are ``float32`` in ``[0, 1]`` with shape ``(N, H, W, C)`` (``C ==
 images) or ``(N, H*W*C)`` with ``flatten=True``, and labels are ``int64`` vectors of shape
 ``(N,)``.
 
-Importing this module imports neither TensorFlow/Keras nor scikit-learn: both are imported
-inside :func:`load` when needed, so ``import dtf.data`` stays cheap and does not start
-TensorFlow before ``dtf.quiet`` has had a chance to silence it.
+Importing this module does not import TensorFlow or Keras: :func:`load` imports Keras only for
+a download, so ``import dtf.data`` stays cheap and does not start TensorFlow before
+``dtf.quiet`` has had a chance to silence it. scikit-learn is not needed at all (see
+:data:`DIGITS_FILE`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 from dtf._util import error_line
 
 __all__ = [
+    "DIGITS_FILE",
     "NAMES",
     "Dataset",
     "DatasetUnavailableError",
@@ -48,6 +51,15 @@ __all__ = [
 
 #: The names :func:`load` accepts (``"fashion-mnist"`` and upper case are accepted too).
 NAMES: tuple[str, ...] = ("digits", "mnist", "fashion_mnist", "cifar10")
+
+#: The digits: a byte-for-byte copy of ``sklearn/datasets/data/digits.csv.gz`` from
+#: scikit-learn 1.9.1 (BSD-3-Clause), itself the test set of the UCI "Optical Recognition of
+#: Handwritten Digits" data set (E. Alpaydin and C. Kaynak, 1998; CC BY 4.0): 1,797 rows of 64
+#: pixel counts 0..16 and the digit. Copied rather than imported because Keras imports
+#: scikit-learn, when it is installed, on every ``import tensorflow`` (its scikit-learn
+#: wrappers; about 1 s of CPU per process, measured with TensorFlow 2.21 and Keras 3.15), and
+#: every kernel, server and worker of the course imports TensorFlow.
+DIGITS_FILE = Path(__file__).with_name("digits.csv.gz")
 
 _DIGITS = tuple(str(i) for i in range(10))
 _CLASS_NAMES: dict[str, tuple[str, ...]] = {
@@ -214,10 +226,11 @@ def load(
 ) -> Dataset:
     """Load a data set by name (one of :data:`NAMES`) as a :class:`Dataset`.
 
-    ``"digits"`` is scikit-learn's bundled 8x8 digits (1,797 images, values 0..16 scaled to
-    [0, 1]). It has no official split, so it is split here with a stratified
-    ``train_test_split(test_size=test_fraction, random_state=seed)``: the same arguments
-    always give identical arrays, and every class appears in both halves.
+    ``"digits"`` is scikit-learn's 8x8 digits, copied into this package (1,797 images, values
+    0..16 scaled to [0, 1]; :data:`DIGITS_FILE`). It has no official split, so it is split
+    here as scikit-learn's stratified ``train_test_split(test_size=test_fraction,
+    random_state=seed)`` splits it: the same arguments always give identical arrays, and
+    every class appears in both halves.
 
     ``"mnist"``, ``"fashion_mnist"`` and ``"cifar10"`` are the real Keras data sets with
     their own official train/test split; ``test_fraction`` and ``seed`` are ignored for them.
@@ -333,27 +346,62 @@ def _make_dataset(
 def _load_digits(*, flatten: bool, test_fraction: float, seed: int) -> Dataset:
     if isinstance(test_fraction, bool) or not 0.0 < float(test_fraction) < 1.0:
         raise ValueError(f"test_fraction must be strictly between 0 and 1, got {test_fraction!r}")
-    from sklearn.datasets import load_digits
-    from sklearn.model_selection import train_test_split
-
-    bunch = load_digits()
-    x_train, x_test, y_train, y_test = train_test_split(
-        bunch.images,
-        bunch.target,
-        test_size=float(test_fraction),
-        random_state=seed,
-        stratify=bunch.target,
-    )
+    table = np.loadtxt(DIGITS_FILE, delimiter=",")  # numpy reads the .gz itself
+    images, digits = table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+    train, test = _stratified_split(digits, float(test_fraction), seed)
     return _make_dataset(
         "digits",
-        x_train,
-        y_train,
-        x_test,
-        y_test,
+        images[train],
+        digits[train],
+        images[test],
+        digits[test],
         scale=16.0,
         flatten=flatten,
-        source="sklearn.datasets.load_digits",
+        source=str(DIGITS_FILE),
     )
+
+
+def _shares(counts: np.ndarray, total: int, rng: np.random.RandomState) -> np.ndarray:
+    """``total`` examples shared among the classes in proportion to ``counts``: each class
+    gets the whole part of its share, and what is left goes one each to the classes with the
+    largest fractional parts, ties drawn by ``rng``."""
+    exact = counts / counts.sum() * total
+    shares = np.floor(exact)
+    left = int(total - shares.sum())
+    fractions = exact - shares
+    for value in np.unique(fractions)[::-1]:
+        if left <= 0:
+            break
+        (tied,) = np.nonzero(fractions == value)
+        take = min(len(tied), left)
+        shares[rng.choice(tied, size=take, replace=False)] += 1
+        left -= take
+    return shares.astype(np.int64)
+
+
+def _stratified_split(labels: np.ndarray, test_fraction: float, seed: int):
+    """``(train, test)`` indices: ``ceil(test_fraction × N)`` examples held out, every class in
+    both halves in proportion to its size, each class shuffled and both halves shuffled by one
+    ``RandomState(seed)``. It draws the same numbers in the same order as scikit-learn's
+    ``train_test_split(..., stratify=labels, random_state=seed)``, so it gives the same split
+    (tests/test_data.py holds fingerprints of scikit-learn 1.9.1's splits): the course's
+    stored outputs did not change when it stopped using scikit-learn."""
+    n_test = int(np.ceil(test_fraction * len(labels)))
+    _, inverse = np.unique(labels, return_inverse=True)
+    counts = np.bincount(inverse)
+    members = np.split(np.argsort(inverse, kind="mergesort"), np.cumsum(counts)[:-1])
+    rng = np.random.RandomState(seed)
+    train_shares = _shares(counts, len(labels) - n_test, rng)
+    test_shares = _shares(counts - train_shares, n_test, rng)
+    train: list[int] = []
+    test: list[int] = []
+    for indices, n_train_class, n_test_class in zip(
+        members, train_shares, test_shares, strict=True
+    ):
+        shuffled = indices[rng.permutation(len(indices))]
+        train.extend(shuffled[:n_train_class])
+        test.extend(shuffled[n_train_class : n_train_class + n_test_class])
+    return rng.permutation(train), rng.permutation(test)
 
 
 # --------------------------------------------------------------------------------------------

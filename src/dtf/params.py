@@ -108,7 +108,7 @@ def _dataset_name(value: Any) -> Any:
 
 
 def _dataset_names() -> tuple[str, ...]:
-    from dtf.data import NAMES  # cheap: dtf.data imports no TensorFlow, Keras or sklearn
+    from dtf.data import NAMES  # cheap: dtf.data imports no TensorFlow or Keras
 
     return NAMES
 
