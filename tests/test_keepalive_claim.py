@@ -57,8 +57,8 @@ WITHIN_SECONDS_S = 10.0
 #: (measured: ~57 s after the freeze): not within seconds, and not much after a minute.
 DURING_CALL_S = (20.0, 100.0)
 #: A call that waits on a live task without data fails at the third throttled ping
-#: (measured: ~180 s).
-LIVE_CALL_S = (120.0, 240.0)
+#: (measured: ~180 s alone; once more than 240 s while make check loaded both cores).
+LIVE_CALL_S = (120.0, 320.0)
 #: A frozen ps under notebook 08b's setup fails join() within this (measured: ~22 s) ...
 PS_JOIN_S = 60.0
 #: ... and without the course's gRPC options join() is still waiting after this many seconds.
@@ -96,7 +96,7 @@ quiet.quiet(3)
 import tensorflow as tf
 from dtf.cluster import LocalCluster, apply_grpc_options
 
-FREEZE_INTO_CALL_S, WAIT_S = 5.0, 240.0
+FREEZE_INTO_CALL_S, WAIT_S = 5.0, 330.0
 apply_grpc_options()
 out = {"grpc": os.environ["TF_GRPC_DEFAULT_OPTIONS"]}
 cluster = LocalCluster({"worker": 3}).start()
@@ -141,8 +141,9 @@ os._exit(0)  # the eager context still knows the stopped tasks: do not wait on i
 """
 
 
+@pytest.mark.timeout(400)  # the script waits up to WAIT_S (330 s) for the live call
 def test_keepalive_reports_a_task_frozen_before_a_call_in_seconds_during_one_in_a_minute():
-    out = _run(CALLS, timeout=280)
+    out = _run(CALLS, timeout=370)
     print(f"\n{out}")
     assert "grpc.http2.max_pings_without_data=1" in out["grpc"]
     error, seconds = out["before"]

@@ -25,7 +25,8 @@ timeout``. When that happens depends on when the task stopped (measured on this 
   throttle of grpc/grpc#36374). A TF1 ``RunOptions(timeout_in_ms=...)`` deadline or
   :func:`dtf.cluster.run_with_deadline` reports it sooner;
 * a call that waits on a *live* task, with no data either way, fails after about three
-  minutes (measured: 180 s, ``UnavailableError: Too many pings`` or ``... ping timeout``):
+  minutes (measured: 180 s, ``UnavailableError: Too many pings`` or ``... ping timeout``;
+  once more than 240 s on a loaded machine):
   the server counts a ping that comes less than 5 minutes after the last one without data
   as a strike, and at the third it closes the connection (gRPC's server defaults, the
   channel arguments ``GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS`` and
