@@ -239,6 +239,13 @@ def test_digits_test_fraction_respected(fraction: float) -> None:
     assert len(ds.x_test) == int(np.ceil(fraction * N_DIGITS))  # sklearn rounds the test up
 
 
+@pytest.mark.parametrize("fraction", [0.001, 0.999])
+def test_digits_fraction_too_small_or_large_for_every_digit_in_each_half(fraction) -> None:
+    with pytest.raises(ValueError, match="each half needs at least one example of each"):
+        load("digits", test_fraction=fraction)
+    load("digits", test_fraction=10 / N_DIGITS)  # the smallest that gives every digit
+
+
 @pytest.mark.parametrize("fraction", [0, 1, 1.5, -0.2, True])
 def test_digits_bad_test_fraction(fraction: float) -> None:
     with pytest.raises(ValueError, match="test_fraction"):

@@ -348,6 +348,14 @@ def _load_digits(*, flatten: bool, test_fraction: float, seed: int) -> Dataset:
         raise ValueError(f"test_fraction must be strictly between 0 and 1, got {test_fraction!r}")
     table = np.loadtxt(DIGITS_FILE, delimiter=",")  # numpy reads the .gz itself
     images, digits = table[:, :-1].reshape(-1, 8, 8), table[:, -1].astype(np.int64)
+    n, n_test = len(digits), int(np.ceil(float(test_fraction) * len(digits)))
+    if min(n_test, n - n_test) < len(_DIGITS):  # scikit-learn refused these too
+        raise ValueError(
+            f"test_fraction={test_fraction!r} holds out {n_test} of the {n} digits, leaving "
+            f"{n - n_test} to train on: each half needs at least one example of each of the "
+            f"{len(_DIGITS)} digits, so choose a fraction between {len(_DIGITS) / n:.3f} and "
+            f"{1 - len(_DIGITS) / n:.3f}"
+        )
     train, test = _stratified_split(digits, float(test_fraction), seed)
     return _make_dataset(
         "digits",
