@@ -27,9 +27,8 @@ Measured (TensorFlow 2.21, 2-core machine, other work running):
   reconnection to the frozen process timed out after its 20 s connect timeout); without the
   course's gRPC options it was still waiting when the test gave up.
 
-Every process is stopped at the end, frozen ones resumed first. The three client scripts
-start together, so the module takes as long as the longest, ~3 to 4 minutes, nearly all of it
-waiting on gRPC's timers (run one after the other they took ~5.5 minutes of a test worker).
+Every process is stopped at the end, frozen ones resumed first. The tests take ~3 and ~2
+minutes, mostly waiting on gRPC's timers.
 """
 
 from __future__ import annotations
@@ -38,8 +37,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
-import time
 
 import pytest
 
@@ -68,64 +65,25 @@ PS_JOIN_S = 60.0
 PS_STILL_WAITING_S = 45.0
 
 
-class _Script:
-    """A client script started at once, with ``args``, in a fresh process (TensorFlow reads
-    its gRPC options once per process); :meth:`result` is the JSON of its last output line.
-    The scripts only wait on gRPC's timers, so the module starts all of them together and
-    the tests take as long as the longest one, not as their sum."""
-
-    def __init__(self, code: str, *args: str, timeout: float) -> None:
-        full = {**os.environ, **QUIET_ENV, "GRPC_VERBOSITY": "NONE"}
-        for name in (GRPC_ENV, "PYTEST_CURRENT_TEST"):
-            full.pop(name, None)
-        self.timeout, self.deadline = timeout, time.monotonic() + timeout
-        # Files, not pipes: nobody reads a pipe while the script runs, and a full one would
-        # block the script's next log line.
-        self.files = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(
+def _run(code: str, *args: str, timeout: float) -> dict:
+    """Run a client script with ``args`` in a fresh process (TensorFlow reads its gRPC options
+    once per process); its result is the JSON of its last output line."""
+    full = {**os.environ, **QUIET_ENV, "GRPC_VERBOSITY": "NONE"}
+    for name in (GRPC_ENV, "PYTEST_CURRENT_TEST"):
+        full.pop(name, None)
+    try:
+        done = subprocess.run(
             [sys.executable, "-c", code, *args],
-            stdout=self.files[0],
-            stderr=self.files[1],
+            capture_output=True,
             text=True,
+            timeout=timeout,
             env=full,
             cwd=ROOT,
         )
-
-    def result(self) -> dict:
-        try:
-            self.process.wait(timeout=max(0.0, self.deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:  # the script bounds every wait: a bug if here
-            self.stop()
-            pytest.fail(f"the client script hung past {self.timeout} s:\n{self.text(1)[-3000:]}")
-        out = self.text(0)
-        assert self.process.returncode == 0, out[-2000:] + self.text(1)[-3000:]
-        return json.loads(out.strip().splitlines()[-1])
-
-    def text(self, which: int) -> str:
-        self.files[which].seek(0)
-        return self.files[which].read()
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
-@pytest.fixture(scope="module")
-def scripts():
-    """Every measurement of the module, started together; stopped at the end if still running."""
-    started = {
-        "calls": _Script(CALLS, timeout=370),
-        "ps on": _Script(HUNG_PS, str(PS_JOIN_S), "on", timeout=PS_JOIN_S + 120),
-        "ps off": _Script(
-            HUNG_PS, str(PS_STILL_WAITING_S), "off", timeout=PS_STILL_WAITING_S + 120
-        ),
-    }
-    yield started
-    for script in started.values():
-        script.stop()
-        for file in script.files:
-            file.close()
+    except subprocess.TimeoutExpired as exc:  # the script bounds every wait: a bug if here
+        pytest.fail(f"the client script hung past {timeout} s:\n{exc.stdout}\n{exc.stderr}")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 # Three workers, a call that waits (a dequeue from an empty queue) on each: worker 2 frozen
@@ -184,8 +142,8 @@ os._exit(0)  # the eager context still knows the stopped tasks: do not wait on i
 
 
 @pytest.mark.timeout(400)  # the script waits up to WAIT_S (330 s) for the live call
-def test_keepalive_reports_a_task_frozen_before_a_call_in_seconds_during_one_in_a_minute(scripts):
-    out = scripts["calls"].result()
+def test_keepalive_reports_a_task_frozen_before_a_call_in_seconds_during_one_in_a_minute():
+    out = _run(CALLS, timeout=370)
     print(f"\n{out}")
     assert "grpc.http2.max_pings_without_data=1" in out["grpc"]
     error, seconds = out["before"]
@@ -267,11 +225,15 @@ os._exit(0)  # join() may still wait in its thread
 """
 
 
-def test_a_frozen_parameter_server_ends_join_only_with_the_course_grpc_options(scripts):
-    on = scripts["ps on"].result()
+def _run_hung_ps(wait_s: float, options: str) -> dict:
+    return _run(HUNG_PS, str(wait_s), options, timeout=wait_s + 120)
+
+
+def test_a_frozen_parameter_server_ends_join_only_with_the_course_grpc_options():
+    on = _run_hung_ps(PS_JOIN_S, "on")
     print(f"\ncourse options: {on}")
     assert "grpc.keepalive_time_ms=1000" in on["grpc"]
     assert on["error"] == "UnavailableError" and on["seconds"] < PS_JOIN_S, on
-    off = scripts["ps off"].result()
+    off = _run_hung_ps(PS_STILL_WAITING_S, "off")
     print(f"without them: {off}")
     assert off["grpc"] == "" and off["error"] == "still waiting", off
