@@ -111,6 +111,32 @@ def test_refused_command_lines_do_not_import_tensorflow():
     assert out.stdout.split() == ["2", "False"], out.stderr
 
 
+def test_a_server_imports_tensorflow_without_keras_or_jax():
+    """Keras and JAX are installed, and ``import_tensorflow`` leaves both out: TF's TFLite
+    helper found no JAX, and TensorFlow still runs ops."""
+    code = textwrap.dedent(
+        """
+        import importlib.metadata, json, sys
+        from dtf.cluster import server
+        tf = server.import_tensorflow()
+        from tensorflow.lite.python import util
+        roots = {m.split(".")[0] for m, module in sys.modules.items() if module is not None}
+        print(json.dumps({
+            "installed": [importlib.metadata.version(n) > "" for n in ("keras", "jax")],
+            "loaded": sorted(roots & {"keras", "tf_keras", "jax", "jaxlib"}),
+            "tflite_jit": util._jit is not None,
+            "works": float(tf.reduce_sum(tf.ones([3]))),
+        }))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=_env(), timeout=90
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    seen = json.loads(out.stdout.splitlines()[-1])
+    assert seen == {"installed": [True, True], "loaded": [], "tflite_jit": False, "works": 3.0}
+
+
 def test_python_m_names_the_module_in_its_usage():
     """``python -m dtf.cluster.server`` is the command the notebooks run (``dtf-server`` once
     installed, tests/test_scripts.py): a usage error names it, with nothing before it."""

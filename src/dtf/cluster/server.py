@@ -27,9 +27,12 @@ spec names, and runs any computation sent to it, without authentication (TensorF
 ``SECURITY.md``). Run it only on a network you trust, and let a firewall admit only the
 cluster's machines to its port.
 
-The server process never imports Keras: it only runs the graphs clients send, and Keras is
-more than half of TensorFlow's import time (``import tensorflow`` imports it when it is
-installed). Servers also get the gRPC keepalive defaults of :mod:`dtf.cluster.env`.
+The server process never imports Keras or JAX: it only runs the graphs clients send, and
+``import tensorflow`` would import both when they are installed (TF 2.21: all of Keras, as
+its ``__init__.py`` loads ``keras.src.optimizers`` eagerly; JAX in
+``tensorflow/lite/python/util.py``, used only by ``TFLiteConverter.experimental_from_jax``).
+:func:`import_tensorflow` leaves them out, so each server process starts sooner and spends
+less CPU. Servers also get the gRPC keepalive defaults of :mod:`dtf.cluster.env`.
 """
 
 from __future__ import annotations
@@ -89,14 +92,14 @@ __all__ = [
 ]
 
 #: Modules a server process never imports (see the module docstring).
-BLOCKED_MODULES = ("keras", "tf_keras")
+BLOCKED_MODULES = ("keras", "tf_keras", "jax")
 #: For tests and demonstrations of a slow start: ``"worker/1=30,ps/0=2"`` makes those tasks
 #: wait that many seconds before they create their server.
 DELAY_ENV = "DTF_SERVER_START_DELAY"
 
 
 def import_tensorflow():
-    """Import TensorFlow for a server process, without Keras; returns the module."""
+    """Import TensorFlow for a server process, without Keras or JAX; returns the module."""
     if "tensorflow" not in sys.modules:
         for name in BLOCKED_MODULES:
             sys.modules.setdefault(name, None)  # ``import keras`` now raises ImportError

@@ -9,7 +9,7 @@ import sys
 
 from dtf.cluster.server import import_tensorflow
 
-tf = import_tensorflow()  # TensorFlow without Keras
+tf = import_tensorflow()  # TensorFlow without Keras or JAX
 
 cluster = tf.train.ClusterSpec(json.loads(sys.argv[1]))
 # This process's own server, as host/0; every task's devices become visible here.
