@@ -623,8 +623,8 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
         (
             {"loop": "forever"},
             [
-                "for a worker killed in every run, with max_restarts=1: your function tried a "
-                "run beyond the 1 restart it may make",
+                "for a made-up launcher whose every run ends with worker 1 killed, with "
+                "max_restarts=1: your function tried a run beyond the 1 restart it may make",
                 "1 + max_restarts runs in all",
             ],
         ),
@@ -680,11 +680,12 @@ def test_task4_not_attempted(lab, answer) -> None:
 TASK4_MUTATIONS = {
     # The returned list not checked: a supervisor that returns only the last results passes.
     "no-returned-check": ("_check_returned", "lambda *args: None", {"returns": "last"}),
-    # The crash loop kills only once: a supervisor that restarts forever passes.
+    # The crash loop's second run succeeds: a supervisor that restarts forever passes.
     "crash-loop-kills-once": (
-        "FailingLauncher",
-        "type('Once', (original,), {'__init__': lambda self, *a, every_run=False, **k: "
-        "original.__init__(self, *a, **k)})",
+        "_crash_loop",
+        "lambda n, victim: checks.lab06.MadeUpLauncher([original(n, victim).script[0], "
+        "{t: __import__('dataclasses').replace(r, returncode=0) "
+        "for t, r in original(n, victim).script[0].items()}])",
         {"loop": "forever"},
     ),
 }
