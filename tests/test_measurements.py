@@ -100,3 +100,22 @@ def test_the_committed_page_is_generated_and_the_prose_quotes_no_suite_times():
         assert not stale.findall(text), f"{name} quotes a measured time: link the page instead"
         if name != "Makefile":
             assert "docs/measurements.md" in text
+
+
+def test_the_machine_names_the_tensorflow_wheel_installed(monkeypatch):
+    """requirements.txt installs ``tensorflow-cpu`` on Linux x86-64 and ``tensorflow``
+    elsewhere: the page names whichever is installed, not "not installed"."""
+    installed = {"tensorflow-cpu": "2.21.0", "keras": "3.15.1"}
+
+    def version(name):
+        if name not in installed:
+            raise measurements.metadata.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(measurements.metadata, "version", version)
+    line = "\n".join(measurements.machine_section())
+    assert "TensorFlow 2.21.0 (tensorflow-cpu), Keras 3.15.1" in line, line
+    installed["tensorflow"] = "2.22.0"
+    assert "TensorFlow 2.22.0, Keras" in "\n".join(measurements.machine_section())
+    del installed["tensorflow"], installed["tensorflow-cpu"]
+    assert "TensorFlow not installed" in "\n".join(measurements.machine_section())

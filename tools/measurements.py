@@ -43,8 +43,9 @@ HEADER = """\
 hand. -->
 
 Every time below was measured by the command it belongs to, on the machine described at the
-end; other machines take other times. To refresh the page, run the commands, then
-`make measurements`.
+end; other machines take other times, and a shared (virtual) machine can take 10 to 15 %
+longer in one hour than in another for the same commands: compare times measured together.
+To refresh the page, run the commands, then `make measurements`.
 """
 
 
@@ -52,11 +53,16 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s ({seconds / 60:.1f} min)"
 
 
-def _version(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+def _version(*names: str) -> str:
+    """The version of the first of ``names`` installed; a later name (another wheel of the
+    same package, as ``tensorflow-cpu`` is for ``tensorflow``) is named beside it."""
+    for name in names:
+        try:
+            version = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+        return version if name == names[0] else f"{version} ({name})"
+    return "not installed"
 
 
 def _narrowed(arguments: list[str]) -> list[str]:
@@ -138,12 +144,13 @@ def machine_section() -> list[str]:
         memory = f", {kib / 2**20:.0f} GiB of memory"
     except (OSError, ValueError, IndexError):
         pass
+    tensorflow = _version("tensorflow", "tensorflow-cpu")
     return [
         "## The machine",
         "",
         f"{os.cpu_count()} cores{memory}, {platform.system()} {platform.machine()}; Python "
-        f"{platform.python_version()}, TensorFlow {_version('tensorflow')}, Keras "
-        f"{_version('keras')} (as installed when the page was written).",
+        f"{platform.python_version()}, TensorFlow {tensorflow}, Keras {_version('keras')} "
+        "(as installed when the page was written).",
         "",
     ]
 
