@@ -646,6 +646,23 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
                 "the chief's exit code alone does not say that a run succeeded",
             ],
         ),
+        (
+            {"success": "last"},  # passed before this case had a run 2 that failed so
+            [
+                "for a made-up run in which worker 0 exited with code 1 and every other worker, "
+                "worker 1 too, with code 0: your function did not start the workers again, "
+                "although worker 0 failed without a signal",
+            ],
+        ),
+        ({"success": "signals"}, ["although worker 0 failed without a signal"]),
+        (
+            {"wait": "long"},  # a real run's wait takes any timeout
+            [
+                "for a made-up launcher whose every run ends with worker 1 killed, with "
+                "max_restarts=1: your function waited for a run with timeout=600, although it "
+                "was given timeout=60",
+            ],
+        ),
     ],
     ids=[
         "no-restart",
@@ -658,6 +675,9 @@ def test_task4_three_workers_and_no_checkpoint_before_the_kill(lab) -> None:
         "returns-last",
         "global-launcher",
         "chief-decides",
+        "last-worker-decides",
+        "signals-decide",
+        "wait-too-long",
     ],
 )
 @pytest.mark.slow  # each case starts real worker runs: 5 to 7 s
@@ -687,6 +707,15 @@ TASK4_MUTATIONS = {
         "{t: __import__('dataclasses').replace(r, returncode=0) "
         "for t, r in original(n, victim).script[0].items()}])",
         {"loop": "forever"},
+    ),
+    # No bound checked on the made-up runs' waits: a supervisor that waits 10 × longer passes.
+    "waits-unchecked": ("_check_waits", "lambda *args: None", {"wait": "long"}),
+    # Run 2 of the last case fails as run 1 does: a supervisor that reads the last worker passes.
+    "second-failure-shown-by-the-victim": (
+        "_failures_without_the_victim",
+        "lambda n, victim: checks.lab06.MadeUpLauncher("
+        "[original(n, victim).script[i] for i in (0, 0, 2)])",
+        {"success": "last"},
     ),
 }
 

@@ -143,8 +143,12 @@ def make_supervise(
     give_up="return",
     which=None,
     success="all",
+    wait="bounded",
 ):
-    """Task 4: ``supervise``; ``which``: a launcher to use instead of the one received."""
+    """Task 4: ``supervise``; ``which``: a launcher to use instead of the one received;
+    ``success``: whose exit codes say that a run succeeded ("all", "chief", "last") or
+    "signals" (no worker killed by one); ``wait``: "bounded", "long" (ten times the timeout)
+    or "none"."""
 
     def supervise(launcher_, config, num_workers, max_restarts, timeout):
         use = which or launcher_
@@ -159,14 +163,20 @@ def make_supervise(
                     config, checkpoint_dir=os.path.join(config.checkpoint_dir, "new")
                 )
             try:
-                results = use.run(config, n).wait(timeout=timeout)
+                run = use.run(config, n)
+                bound = {"bounded": timeout, "long": 10 * timeout}.get(wait)
+                results = run.wait() if bound is None else run.wait(timeout=bound)
             except Exception:
                 if loop == "swallow":
                     continue
                 raise
             attempts.append(results)
-            judged = [results[0]] if success == "chief" else results.values()
-            if stop and all(r.returncode == 0 for r in judged):
+            judged = {"chief": [results[0]], "last": [results[max(results)]]}.get(
+                success, results.values()
+            )
+            if stop and all(
+                (r.returncode >= 0) if success == "signals" else (r.returncode == 0) for r in judged
+            ):
                 break
             if loop == "once":
                 break

@@ -907,15 +907,19 @@ class MadeUpLauncher:
     def __init__(self, script: list[dict]) -> None:
         self.script, self.max_runs, self.refused = script, len(script), 0
         self.runs: list[tuple[Any, Any, int]] = []  # (run, the config it was given, num_workers)
+        self.waits: list[Any] = []  # the timeout of each run.wait(...) call
 
     def run(self, config: Any, num_workers: int) -> Any:
         if len(self.runs) == len(self.script):
             self.refused += 1
             raise TooManyRuns(f"the checker's launcher starts at most {len(self.script)} runs here")
         done = self.script[len(self.runs)]
-        run = SimpleNamespace(
-            running=False, wait=lambda timeout=None: done, results=lambda: done, stop=lambda: None
-        )
+
+        def wait(timeout=None):
+            self.waits.append(timeout)
+            return done
+
+        run = SimpleNamespace(running=False, wait=wait, results=lambda: done, stop=lambda: None)
         self.runs.append((run, config, num_workers))
         return run
 
@@ -940,6 +944,23 @@ def _supervise(
         raise
     finally:
         failing.close()
+
+
+def _check_waits(made_up: MadeUpLauncher, timeout: float, what: str) -> None:
+    """The task's rule that every wait is bounded by the ``timeout`` the function was given
+    (a real run's ``wait`` needs a timeout, but accepts any)."""
+    for got in made_up.waits:
+        try:
+            bounded = got is not None and float(got) <= timeout
+        except (TypeError, ValueError):
+            bounded = False
+        if not bounded:
+            shown = "no timeout" if got is None else f"timeout={got!r}"
+            raise Wrong(
+                f"for {what}: your function waited for a run with {shown}, although it was "
+                f"given timeout={timeout!r}",
+                "the task bounds every wait by the timeout your function receives",
+            )
 
 
 def _kind(value: Any) -> str:
@@ -1090,6 +1111,21 @@ def _crash_loop(n: int, victim: int) -> MadeUpLauncher:
     return MadeUpLauncher([failed] * (CRASH_LOOP_RESTARTS + 1))
 
 
+def _failures_without_the_victim(n: int, victim: int) -> MadeUpLauncher:
+    """Task 4's last case: run 1 ends with the chief at code 0 and worker ``victim`` killed,
+    run 2 with worker 0 at ``EXIT_ERROR`` and every other worker, the last too, at 0 (a
+    failure that neither the last worker's code nor a signal shows), run 3 succeeds."""
+    from dtf.multiworker import EXIT_ERROR, WorkerResult
+
+    return MadeUpLauncher(
+        [
+            {t: WorkerResult(t, -9 if t == victim else 0) for t in range(n)},
+            {t: WorkerResult(t, EXIT_ERROR if t == 0 else 0) for t in range(n)},
+            {t: WorkerResult(t, 0) for t in range(n)},
+        ]
+    )
+
+
 def _fresh_dir(launcher: Any) -> str:
     where = getattr(launcher, "workdir", None)
     where = where if where and os.path.isdir(where) else None
@@ -1111,8 +1147,9 @@ def task4(
     """``supervise(launcher, config, num_workers, max_restarts, timeout) -> [results, ...]``.
     Case 1: a :class:`FailingLauncher` kills the last worker after ``fail_at_step``
     (:func:`_check_restart`); then two :class:`MadeUpLauncher` cases: a worker killed in every
-    run, ``max_restarts=1`` (:func:`_crash_loop`), and a run whose chief exits with code 0
-    while a worker was killed."""
+    run, ``max_restarts=1`` (:func:`_crash_loop`), and failures that the chief's, or the last
+    worker's, exit code alone does not show (:func:`_failures_without_the_victim`). Each wait
+    of a made-up run must be bounded by ``timeout`` (:func:`_check_waits`)."""
     from dtf.multiworker import TrainConfig
 
     n = whole_number("num_workers", num_workers, minimum=2, maximum=8)
@@ -1165,24 +1202,33 @@ def task4(
             )
         if raised is None:
             _check_returned(returned, loop.runs, what)
-        from dtf.multiworker import WorkerResult
-
-        killed = {t: WorkerResult(t, -9 if t == victim else 0) for t in range(n)}
-        made_up = MadeUpLauncher([killed, {t: WorkerResult(t, 0) for t in range(n)}])
-        what = f"a made-up run whose chief exited with code 0 and worker {victim} was killed"
+        _check_waits(loop, timeout, what)
+        made_up = _failures_without_the_victim(n, victim)
+        what = "a made-up launcher whose first two runs failed and whose third succeeded"
         returned, refused = _supervise(answer, made_up, config, n, MAX_RESTARTS, timeout, what)
         if refused:
             raise Wrong(
-                f"for {what}: your function started a third run, although the second succeeded",
+                f"for {what}: your function started a fourth run, although the third succeeded",
                 done,
             )
-        if len(made_up.runs) < 2:
+        if len(made_up.runs) == 1:
             raise Wrong(
-                f"for {what}: your function did not start the workers again, although worker "
+                f"for a made-up run whose chief exited with code 0 and worker {victim} was "
+                f"killed: your function did not start the workers again, although worker "
                 f"{victim} failed: the chief's exit code alone does not say that a run succeeded",
                 "look at which workers' results your test of success reads",
             )
+        if len(made_up.runs) == 2:
+            code = made_up.script[1][0].returncode
+            raise Wrong(
+                f"for a made-up run in which worker 0 exited with code {code} "
+                f"and every other worker, worker {victim} too, with code 0: your function did not "
+                "start the workers again, although worker 0 failed without a signal",
+                "look at which workers' results your test of success reads, and which exit "
+                "codes it takes for success",
+            )
         _check_returned(returned, made_up.runs, what)
+        _check_waits(made_up, timeout, what)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return (
