@@ -43,7 +43,7 @@ HEADER = """\
 hand. -->
 
 Every time below was measured by the command it belongs to, on the machine described at the
-end; other machines take other times, and a shared (virtual) machine can take 10 to 15 %
+end; other machines take other times, and a shared (virtual) machine can take noticeably
 longer in one hour than in another for the same commands: compare times measured together.
 To refresh the page, run the commands, then `make measurements`.
 """
