@@ -147,8 +147,8 @@ def make_supervise(
 ):
     """Task 4: ``supervise``; ``which``: a launcher to use instead of the one received;
     ``success``: whose exit codes say that a run succeeded ("all", "chief", "last") or
-    "signals" (no worker killed by one); ``wait``: "bounded", "long" (ten times the timeout)
-    or "none"."""
+    "signals" (no worker killed by one); ``wait``: "bounded" or "long" (ten times the
+    timeout)."""
 
     def supervise(launcher_, config, num_workers, max_restarts, timeout):
         use = which or launcher_
@@ -163,9 +163,8 @@ def make_supervise(
                     config, checkpoint_dir=os.path.join(config.checkpoint_dir, "new")
                 )
             try:
-                run = use.run(config, n)
-                bound = {"bounded": timeout, "long": 10 * timeout}.get(wait)
-                results = run.wait() if bound is None else run.wait(timeout=bound)
+                bound = timeout if wait == "bounded" else 10 * timeout
+                results = use.run(config, n).wait(timeout=bound)
             except Exception:
                 if loop == "swallow":
                     continue
