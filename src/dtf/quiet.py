@@ -76,7 +76,9 @@ def _check_level(level) -> int:
 
 def _quiet_python_loggers() -> None:
     """Python-side noise: TensorFlow's and absl's loggers, and warnings about deprecated
-    internals that a learner cannot act on."""
+    internals that a learner cannot act on. In a Jupyter kernel (``sys.ps1`` is defined)
+    TensorFlow's import sets its own logger back to INFO, printed to stdout (TF 2.21,
+    ``tf_logging.get_logger``): the notebooks set it again after the import, or route it."""
     for name in ("tensorflow", "absl", "h5py"):
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"tensorflow\..*")
