@@ -139,7 +139,20 @@ DOCTORED = (
     "print('fine')",
     "import warnings\nwarnings.warn('servers listen on every interface', UserWarning)",
     "import sys\nprint('a note on stderr', file=sys.stderr)",
-    "import os\nos.write(2, b'from C: fd 2\\n')\nprint('after')",
+    # ipykernel's reader thread takes fd 2's text from a pipe: the cell waits (at most 10 s)
+    # until the pipe is empty, or on a busy machine the text can reach the kernel's stream
+    # after the cell ended, and nbclient, done with the cell, no longer records it.
+    "import fcntl, os, struct, termios, time\n"
+    "os.write(2, b'from C: fd 2\\n')\n"
+    "deadline = time.monotonic() + 10\n"
+    "while time.monotonic() < deadline:\n"
+    "    try:\n"
+    "        if not struct.unpack('i', fcntl.ioctl(2, termios.FIONREAD, bytes(4)))[0]:\n"
+    "            break\n"
+    "    except OSError:  # not a pipe: nbval's kernel does not forward fd 2\n"
+    "        break\n"
+    "    time.sleep(0.01)\n"
+    "print('after')",
 )
 
 
