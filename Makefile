@@ -81,6 +81,11 @@ dev: $(DEV_STAMP) ## also install the test and lint tools (requirements-dev.txt,
 # first, which put every whole-notebook run (one test each, 10-40 s) and the waiting tests at
 # the end of the run, one worker busy and two idle; tests/conftest.py orders them instead.
 PYTEST := $(PY) -m pytest -n 3 --dist loadgroup --no-loadscope-reorder
+# The test targets let Python cache compiled modules (__pycache__/, ignored by git) even where
+# the shell sets PYTHONDONTWRITEBYTECODE: make check starts hundreds of Python processes (kernels,
+# servers, workers, checker processes) that import the course's modules, and each would compile
+# them again (docs/measurements.md has make check's time).
+test check counts: export PYTHONDONTWRITEBYTECODE =
 FAST := not slow and not notebook and not root and not hosted
 
 test: $(DEV_STAMP) ## the fast tests (times: docs/measurements.md): run them after every change
