@@ -110,12 +110,13 @@ TASK2_MISTAKES = (
         lambda changed, **_: bool(changed),
         "the function changed this process's own environment ({changed})",
         "TensorFlow in this kernel initialised long ago, so that changes nothing here, "
-        "and every process started later would inherit it: build and return a new dict",
+        "and every process started later would inherit it: the constraints forbid it",
     ),
     Mistake(
         lambda given, base, **_: given != base,
         "the function changed the base_env dict it was given",
-        "base_env must stay as it was: the child's environment is a new dict",
+        "the constraints say base_env stays as it was: look for where your function writes "
+        "into the dict it received",
     ),
     Mistake(
         lambda env, **_: not isinstance(env, Mapping),
@@ -130,7 +131,7 @@ TASK2_MISTAKES = (
     Mistake(
         lambda not_text, **_: bool(not_text),
         "environment variables are strings, got {not_text[0]!r}: {not_text[1]} ({not_text[2]})",
-        "write the value as a string, e.g. '0,1'",
+        "a process's environment holds only text: look at the type of each value you set",
     ),
     Mistake(
         lambda lost, **_: bool(lost),
