@@ -15,9 +15,7 @@ from __future__ import annotations
 
 from dtf.checks import lab01, lab02, lab03, lab04, lab05, lab06, lab07
 from dtf.checks.core import (
-    CORRECT,
     NOT_ATTEMPTED,
-    STATUSES,
     WRONG,
     Verdict,
     Wrong,
@@ -27,7 +25,6 @@ from dtf.checks.core import (
     check,
     expect_close,
     expect_equal,
-    expected_got,
     known_labs,
     reset,
     short,
@@ -38,9 +35,7 @@ from dtf.checks.core import (
 )
 
 __all__ = [
-    "CORRECT",
     "NOT_ATTEMPTED",
-    "STATUSES",
     "WRONG",
     "Verdict",
     "Wrong",
@@ -50,7 +45,6 @@ __all__ = [
     "check",
     "expect_close",
     "expect_equal",
-    "expected_got",
     "known_labs",
     "lab01",
     "lab02",

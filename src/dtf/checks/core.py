@@ -161,7 +161,7 @@ def _unwrapped(exc: BaseException) -> tuple[str, tuple[str, str] | None]:
     return text, where
 
 
-def user_error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
+def user_error_line(exc: BaseException) -> str:
     """``TypeName: the line that says what went wrong`` (:func:`_unwrapped`), and the
     learner's line that raised it when the message shows it."""
     text, where = _unwrapped(exc)
@@ -174,7 +174,7 @@ def user_error_line(exc: BaseException, limit: int = LINE_LIMIT) -> str:
         place = f" (at `{_cut(where[1], _CODE_LIMIT)}` in `{where[0]}`)"
         text = text.rstrip(".")
     line = f"{name}: {text}" if text else name
-    return _cut(line, max(limit - len(place), 40)) + place
+    return _cut(line, max(LINE_LIMIT - len(place), 40)) + place
 
 
 def _stub_task(exc: BaseException) -> int | None:
@@ -256,15 +256,16 @@ def call(answer: Any, *args: Any, **kwargs: Any) -> Any:
                 f"finish Task {other} first, run its cell, then this one again",
             ) from None
         if other is None and _unwrapped(exc)[0]:
-            raise Wrong(
-                f"`{name}` raised {user_error_line(exc)}", hint=_error_hint(exc, name)
-            ) from None
+            raise _raised(exc, name) from None
         raise _NotAttempted from None
     except Exception as exc:
-        raise Wrong(
-            f"`{name}` raised {user_error_line(exc)}", hint=_error_hint(exc, name)
-        ) from None
+        raise _raised(exc, name) from None
     return result
+
+
+def _raised(exc: BaseException, name: str) -> Wrong:
+    """The :class:`Wrong` for the function ``name`` that raised ``exc``."""
+    return Wrong(f"`{name}` raised {user_error_line(exc)}", hint=_error_hint(exc, name))
 
 
 def call_function(
@@ -530,8 +531,7 @@ def short(value: Any, limit: int = _SHORT_LIMIT) -> str:
         text = f"{kind} of shape {tuple(array.shape)} ({array.dtype}) {shown}"
     else:
         text = repr(value)
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return _cut(" ".join(text.split()), limit)
 
 
 def listed(items: Sequence[Any]) -> str:

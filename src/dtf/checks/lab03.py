@@ -183,13 +183,14 @@ OTHER_LAYOUTS = (
 _BYTES = 4  # float32
 
 
-def layout(setup: Any, layer_sizes: Sequence[int] = LAYER_SIZES) -> list[str]:
-    """Each layer's device when the layers are cut into ``min(layers, devices)`` contiguous
-    stages, stage ``k`` on device ``k`` (as :func:`dtf.parallel.build_stages`)."""
+def layout(setup: Any) -> list[str]:
+    """Each layer of :data:`LAYER_SIZES`'s device when the layers are cut into
+    ``min(layers, devices)`` contiguous stages, stage ``k`` on device ``k`` (as
+    :func:`dtf.parallel.build_stages`)."""
     from dtf import parallel
 
     names = device_names(setup)
-    num_layers = len(layer_sizes) - 1
+    num_layers = len(LAYER_SIZES) - 1
     groups = parallel.layer_groups(num_layers, min(num_layers, len(names)))
     return [names[k] for k, group in enumerate(groups) for _ in group]
 

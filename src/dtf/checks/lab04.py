@@ -84,9 +84,9 @@ def _run_bounded(function: Callable[[], Any], wait_s: float):
     return True, box.get("result"), box.get("error"), box["seconds"]
 
 
-def warm_up(count: int, timeout: float = WARM_UP_S) -> None:
+def warm_up(count: int) -> None:
     """Run a tiny op (``Max``) on each of the first ``count`` workers until it works, for at
-    most ``timeout`` s in all; then raise ``TimeoutError`` or the last ``OpError``.
+    most :data:`WARM_UP_S` s in all; then raise ``TimeoutError`` or the last ``OpError``.
 
     An op sent to a worker that is fine can fail *once* with ``UnavailableError``: "ping
     timeout" after the worker was frozen, "Too many pings" after this process left its
@@ -95,7 +95,7 @@ def warm_up(count: int, timeout: float = WARM_UP_S) -> None:
     import tensorflow as tf
 
     def ops() -> None:
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + WARM_UP_S
         for index in range(count):
             while True:
                 try:
@@ -107,9 +107,9 @@ def warm_up(count: int, timeout: float = WARM_UP_S) -> None:
                         raise
                     time.sleep(0.1)
 
-    finished, _, error, _ = _run_bounded(ops, timeout + 5.0)
+    finished, _, error, _ = _run_bounded(ops, WARM_UP_S + 5.0)
     if not finished:
-        raise TimeoutError(f"an op on a worker did not return within {timeout + 5.0:g} s")
+        raise TimeoutError(f"an op on a worker did not return within {WARM_UP_S + 5.0:g} s")
     if error is not None:
         raise error
 
@@ -442,9 +442,9 @@ GRACE_S = 3.0
 SUM_INPUT = np.arange(12, dtype=np.float32).reshape(3, 4)
 
 
-def allowed_s(timeout: float | None = None) -> float:
-    """The seconds your task 3 function may take: ``timeout`` + :data:`SLACK_S`."""
-    return (TIMEOUT_S if timeout is None else timeout) + SLACK_S
+def allowed_s() -> float:
+    """The seconds your task 3 function may take: :data:`TIMEOUT_S` + :data:`SLACK_S`."""
+    return TIMEOUT_S + SLACK_S
 
 
 def _worker_index(key: Any, count: int, jobs: Mapping[str, list]) -> int:
