@@ -623,11 +623,13 @@ def expect_close(
 class Mistake:
     """One known wrong answer of a task, as data: when ``test(**facts)`` is true, the answer
     made this mistake. ``detail`` and ``hint`` are format strings over the same facts; the
-    hint names the mistake, never the fix or the expected value (tests/test_checks_hints.py)."""
+    hint names the mistake, never the fix or the expected value (tests/test_checks_hints.py).
+    ``detail`` is ``"{shown}"`` (the answer as the facts show it) unless given, so a table
+    can write ``Mistake(test, hint=...)``; an empty ``hint`` gives none."""
 
     test: Callable[..., bool]
-    detail: str
-    hint: str
+    detail: str = "{shown}"
+    hint: str = ""
 
 
 def diagnose(mistakes: Sequence[Mistake], fallback: str | None = None, /, **facts: Any) -> None:

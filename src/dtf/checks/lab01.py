@@ -121,7 +121,6 @@ TASK2_MISTAKES = (
     Mistake(
         lambda env, **_: not isinstance(env, Mapping),
         "expected a dict (the child's environment), got {shown}",
-        "",
     ),
     Mistake(
         lambda env, **_: _CVD not in env,

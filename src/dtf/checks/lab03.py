@@ -229,35 +229,29 @@ def _slip(per_layer) -> Any:
 TASK2_MISTAKES = (
     Mistake(
         _slip(lambda i, o: i * o + o),
-        "{shown}",
-        "those are numbers of parameters: a float32 parameter takes 4 bytes",
+        hint="those are numbers of parameters: a float32 parameter takes 4 bytes",
     ),
     Mistake(
         _slip(lambda i, o: i * o * _BYTES),
-        "{shown}",
-        "a Dense layer also has a bias, one number per output unit: "
+        hint="a Dense layer also has a bias, one number per output unit: "
         "n_in * n_out + n_out parameters",
     ),
     Mistake(
         _slip(lambda i, o: i * o),
-        "{shown}",
-        "count the biases too (n_in * n_out + n_out parameters) and 4 bytes per parameter",
+        hint="count the biases too (n_in * n_out + n_out parameters) and 4 bytes per parameter",
     ),
     Mistake(
         _slip(lambda i, o: (i * o + i) * _BYTES),
-        "{shown}",
-        "a layer's bias has one number per *output* unit: n_in * n_out + n_out",
+        hint="a layer's bias has one number per *output* unit: n_in * n_out + n_out",
     ),
     Mistake(
         lambda got, devices, total, **_: got == {short_device(d): total for d in devices},
-        "{shown}",
-        "that is the whole model on every device, as in data parallelism; here each "
+        hint="that is the whole model on every device, as in data parallelism; here each "
         "device holds only the layers the layout puts on it",
     ),
     Mistake(
         lambda **_: True,
-        "{shown}",
-        "layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs and lives on "
+        hint="layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs and lives on "
         "layer_devices[i]: count its weights and biases, at 4 bytes each, for that device",
     ),
 )

@@ -328,8 +328,7 @@ TASK2_MISTAKES = (
     ),
     Mistake(
         lambda **_: True,
-        "{shown}",
-        "the per-example losses are the cross-entropies of the class numbers and the logits; "
+        hint="the per-example losses are the cross-entropies of the class numbers and the logits; "
         + _SHARE_HINT,
     ),
 )

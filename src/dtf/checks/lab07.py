@@ -180,39 +180,34 @@ def _text(value: Any) -> bool:
 TYPE_MISTAKES = (
     Mistake(
         lambda got, job, **_: _text(got) and got.lower() == job,
-        "{shown}",
-        "{got!r} is how a TFJob names the replica type; TensorFlow's job name is {job!r}, as in "
-        'the cluster (a server asked for {got!r} fails: Job "{got}" was not defined in cluster)',
+        hint="{got!r} is how a TFJob names the replica type; TensorFlow's job name is {job!r}, as "
+        'in the cluster (a server asked for {got!r} fails: Job "{got}" was not defined in '
+        "cluster)",
     ),
     Mistake(
         lambda got, **_: _text(got) and got.startswith("/job:"),
-        "{shown}",
-        "the job's name alone, {job!r}, not a device name",
+        hint="the job's name alone, {job!r}, not a device name",
     ),
     Mistake(
         lambda **_: True,
-        "{shown}",
-        '"type" is the job the task belongs to, the `job` argument ({job!r})',
+        hint='"type" is the job the task belongs to, the `job` argument ({job!r})',
     ),
 )
 #: Task 1: the known wrong ``"index"``.
 INDEX_MISTAKES = (
     Mistake(
         lambda number, index, **_: _text(number) and number.strip() == str(index),
-        "{shown}",
-        "the index is a number, {index}, not the text {number!r}: TFConfigClusterResolver "
+        hint="the index is a number, {index}, not the text {number!r}: TFConfigClusterResolver "
         "happens to convert it with int(), but the server command of the course's manifests, "
         "tf.distribute.Server(..., task_index=...), refuses a str (TypeError)",
     ),
     Mistake(
         lambda number, index, **_: isinstance(number, int) and number == index + 1,
-        "{shown}",
-        "task indices start at 0: task i is the i-th address of its job's list",
+        hint="task indices start at 0: task i is the i-th address of its job's list",
     ),
     Mistake(
         lambda **_: True,
-        "{shown}",
-        "\"index\" is the task's position in its job's list, the `index` argument",
+        hint="\"index\" is the task's position in its job's list, the `index` argument",
     ),
 )
 
@@ -223,8 +218,7 @@ CLUSTER_MISTAKES = (
         lambda got, want, job, **_: (
             isinstance(got, Mapping) and set(got) == {job} and len(want) > 1
         ),
-        "{shown}",
-        "every task gets the whole cluster, the same in every TF_CONFIG: every job and every "
+        hint="every task gets the whole cluster, the same in every TF_CONFIG: every job and every "
         'address; only "task" differs from one task to the next',
     ),
     Mistake(
@@ -236,14 +230,12 @@ CLUSTER_MISTAKES = (
                 for j in want
             )
         ),
-        "{shown}",
-        "keep each job's addresses in their order: task i is the i-th address",
+        hint="keep each job's addresses in their order: task i is the i-th address",
     ),
     Mistake(
         lambda **_: True,
-        "{shown}",
-        '"cluster" is the cluster you were given, {{job: ["host:port", ...]}}, without the jobs '
-        f"no strategy accepts (keep only {', '.join(STRATEGY_JOBS)})",
+        hint='"cluster" is the cluster you were given, {{job: ["host:port", ...]}}, without the '
+        f"jobs no strategy accepts (keep only {', '.join(STRATEGY_JOBS)})",
     ),
 )
 
@@ -434,27 +426,23 @@ def task2_cases(cluster: Mapping[str, list]) -> list[tuple[str, str, str | None]
 READS_MISTAKES = (
     Mistake(
         lambda got, before, **_: before is not None and got == tensorflow_reads(before),
-        "{shown}",
-        "that is what the TF_CONFIG already set before your function holds: what does the "
+        hint="that is what the TF_CONFIG already set before your function holds: what does the "
         "environment hold when the resolver is asked?",
     ),
     Mistake(
         lambda got, **_: got == (None, None, {}),
-        "{shown}",
-        "the resolver found no TF_CONFIG: it reads the environment variable when asked, and "
+        hint="the resolver found no TF_CONFIG: it reads the environment variable when asked, and "
         "takes no TF_CONFIG argument",
     ),
     Mistake(
         lambda got, **_: (
             isinstance(got, tuple) and len(got) == 3 and not isinstance(got[2], Mapping)
         ),
-        "{shown}",
-        "the task asks for the cluster as a dict, not as the ClusterSpec",
+        hint="the task asks for the cluster as a dict, not as the ClusterSpec",
     ),
     Mistake(
         lambda **_: True,
-        "{shown}",
-        "the three things the resolver answers, in the task's order, asked while TF_CONFIG "
+        hint="the three things the resolver answers, in the task's order, asked while TF_CONFIG "
         "holds tf_config",
     ),
 )
