@@ -9,11 +9,6 @@ import numpy as np
 from dtf.checks.core import Wrong, as_array, expect_close, short
 
 
-def plural(n: int, word: str) -> str:
-    """``"1 replica"``, ``"4 replicas"``."""
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def pair(element: Any, what: str) -> Any:
     """``element`` when it is a pair ``(x, y)``, else :class:`Wrong`."""
     if not isinstance(element, (tuple, list)) or len(element) != 2:

@@ -570,6 +570,18 @@ def expect_kind(
     return got
 
 
+def all_close(a: Any, b: Any, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
+    """Whether ``a`` and ``b`` hold as many arrays, each of the other's shape and close to it
+    (``atol=0, rtol=0``: equal)."""
+    try:
+        pairs = zip(a, b, strict=True)
+        return all(
+            np.shape(u) == np.shape(v) and np.allclose(u, v, rtol=rtol, atol=atol) for u, v in pairs
+        )
+    except (TypeError, ValueError):
+        return False
+
+
 def expect_equal(expected: Any, got: Any, *, what: str | None = None, hint: str | None = None):
     """Raise :class:`Wrong` unless ``got == expected``."""
     try:
@@ -762,3 +774,8 @@ def run_child(
 def plural(count: int, word: str) -> str:
     """``"call"`` or ``"calls"``, by ``count``."""
     return word if count == 1 else word + "s"
+
+
+def counted(count: int, word: str) -> str:
+    """``"1 replica"``, ``"4 replicas"``."""
+    return f"{count} {plural(count, word)}"

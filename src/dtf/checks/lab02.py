@@ -17,9 +17,11 @@ import numpy as np
 from dtf.checks.core import (
     Mistake,
     Wrong,
+    all_close,
     as_array,
     call,
     call_function,
+    counted,
     device_names,
     devices_of,
     diagnose,
@@ -64,7 +66,7 @@ def loss(y, logits):
 def _count(value: Any) -> str:
     """``"a list of 3 items"`` for lists and tuples, else a short description."""
     if isinstance(value, (list, tuple)):
-        return f"a {type(value).__name__} of {len(value)} {plural(len(value), 'item')}"
+        return f"a {type(value).__name__} of {counted(len(value), 'item')}"
     return short(value)
 
 
@@ -270,10 +272,8 @@ def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
 
 
 def _matches(params, reference) -> bool:
-    return all(
-        np.allclose(as_array(params[k]), as_array(reference[k]), rtol=1e-4, atol=1e-4)
-        for k in reference
-    )
+    keys = list(reference)
+    return all_close([as_array(params[k]) for k in keys], [as_array(reference[k]) for k in keys])
 
 
 #: Task 3: the known mistakes behind wrong weights, over the facts of :func:`task3`.

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -196,10 +196,9 @@ def layout(setup: Any) -> list[str]:
 
 
 def _per_device(layer_sizes, layer_devices, per_layer) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for n_in, n_out, device in zip(layer_sizes[:-1], layer_sizes[1:], layer_devices, strict=True):
-        out[short_device(device)] = out.get(short_device(device), 0) + per_layer(n_in, n_out)
-    return out
+    pairs = zip(layer_sizes[:-1], layer_sizes[1:], strict=True)
+    sizes = [per_layer(n_in, n_out) for n_in, n_out in pairs]
+    return _shares(sizes, [short_device(device) for device in layer_devices])
 
 
 def _measured_bytes(layer_sizes, layer_devices, build_on: str | None) -> dict[str, int]:
@@ -510,8 +509,9 @@ NETWORKS = {
 }
 
 
-def _shares(per_layer: Sequence[int], layout: Sequence[int]) -> dict[int, int]:
-    out: dict[int, int] = {}
+def _shares(per_layer: Sequence[int], layout: Sequence[Hashable]) -> dict[Any, int]:
+    """The bytes of ``per_layer`` summed per device of ``layout`` (the device of each layer)."""
+    out: dict[Any, int] = {}
     for size, device in zip(per_layer, layout, strict=True):
         out[device] = out.get(device, 0) + size
     return out

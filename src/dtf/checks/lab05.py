@@ -17,13 +17,15 @@ from typing import Any
 import numpy as np
 
 from dtf._util import whole_number
-from dtf.checks._shared import expect_weights, numbered_labels, pair, plural
+from dtf.checks._shared import expect_weights, numbered_labels, pair
 from dtf.checks.core import (
     Mistake,
     Wrong,
+    all_close,
     as_array,
     call,
     call_function,
+    counted,
     diagnose,
     expect_close,
     expect_kind,
@@ -88,8 +90,9 @@ def _on_replicas(n: int) -> str:
     return "on the only replica" if n == 1 else f"on each of the {n} replicas"
 
 
-def _sizes(sizes: Sequence[int]) -> str:
-    return ", ".join(str(s) for s in sizes)
+def _counts(numbers: Sequence[int]) -> str:
+    """``"1,000, 2,500"``."""
+    return ", ".join(f"{r:,}" for r in numbers)
 
 
 def _created_in_scope(strategy: Any, variable: Any) -> bool:
@@ -140,16 +143,6 @@ def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE)
         return loss
 
     return [float(step(x, y)) for x, y in batches], model.get_weights()
-
-
-def _close(a, b, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
-    try:
-        pairs = zip(a, b, strict=True)
-        return all(
-            np.shape(u) == np.shape(v) and np.allclose(u, v, rtol=rtol, atol=atol) for u, v in pairs
-        )
-    except (TypeError, ValueError):
-        return False
 
 
 # --------------------------------------------------------------------------- task 1
@@ -257,7 +250,7 @@ def task1(answer: Any, strategy: Any) -> str:
         got = call_function(answer, x, y, strategy, per)
         batches = _shards(strategy, got, n, size // g + 2, what)
         want = [np.arange(b * g, (b + 1) * g).reshape(n, per) for b in range(size // g)]
-        if not (len(batches) == len(want) and all(map(_close, want, batches))):
+        if not (len(batches) == len(want) and all(map(all_close, want, batches))):
             sizes = [[len(shard) for shard in batch] for batch in batches]
             even = [per] * n
             last = sizes[-1] if sizes else []
@@ -266,10 +259,10 @@ def task1(answer: Any, strategy: Any) -> str:
                 TASK1_MISTAKES,
                 what=what, per=per, n=n, g=g, full=size // g, sizes=sizes, even=even,
                 ids=np.concatenate([s for b in batches for s in b]) if batches else [],
-                first=_sizes(sizes[0]) if sizes else "", last=_sizes(last),
+                first=_counts(sizes[0]) if sizes else "", last=_counts(last),
                 last_total=sum(last), empty=" (some get an empty batch)" if 0 in last else "",
-                uneven=uneven, shown_even=repr(_sizes(even)), count=len(sizes),
-                shown_uneven=repr(_sizes(sizes[uneven])) if uneven is not None else "",
+                uneven=uneven, shown_even=repr(_counts(even)), count=len(sizes),
+                shown_uneven=repr(_counts(sizes[uneven])) if uneven is not None else "",
             )  # fmt: skip
         shapes.append(f"{g} = {per} × {n}")
     return (
@@ -380,7 +373,7 @@ def task2(answer: Any) -> str:
             stop = start + size
             what = (
                 f"replica {r} of {len(sizes)}, with {size} of a global batch of {total} "
-                f"(shards of {_sizes(sizes)})"
+                f"(shards of {_counts(sizes)})"
             )
             got = call_function(
                 answer, tf.constant(labels[start:stop]), tf.constant(logits[start:stop]), total
@@ -393,11 +386,11 @@ def task2(answer: Any) -> str:
                     TASK2_MISTAKES,
                     shown=f"for {what}: expected {expected:.6g}, got {value:.6g}",
                     value=value, shard=shard, probs=probs[start:stop], total=total,
-                    n=len(sizes), size=size, shards=_sizes(sizes),
+                    n=len(sizes), size=size, shards=_counts(sizes),
                 )  # fmt: skip
             values.append(value)
             start = stop
-        expect_close(losses.mean(), sum(values), what=f"the sum over shards of {_sizes(sizes)}")
+        expect_close(losses.mean(), sum(values), what=f"the sum over shards of {_counts(sizes)}")
     return (
         "for shards of 3, 3, 2 and 2 of a global batch of 10 (and 3 other splits, one with an "
         "empty shard) the replicas' losses add up to the mean loss of the global batch"
@@ -588,13 +581,13 @@ def _ran_on_replicas(calls: list, strategy: Any, n: int) -> None:
 #: single-device weights with the learning rate, and with it times the replicas).
 TASK4_MISTAKES = (
     Mistake(
-        lambda initial, got, **_: _close(initial, got, 0, 0),
+        lambda initial, got, **_: all_close(initial, got, 0, 0),
         "after {steps} steps the weights are still the initial ones",
         "the optimizer must apply the gradients, on every replica, once per step",
     ),
     Mistake(
         lambda n, expected, scaled, got, **_: (
-            n > 1 and not _close(expected, got) and _close(scaled, got)
+            n > 1 and not all_close(expected, got) and all_close(scaled, got)
         ),
         "the weights after {steps} steps are those of single-device training with steps {n} "
         "times too large: each replica's loss was the mean over its own shard, and the "
@@ -605,8 +598,8 @@ TASK4_MISTAKES = (
     Mistake(
         lambda n, expected, got, expected_losses, losses, **_: (
             n > 1
-            and _close(expected, got, ATOL, 0)
-            and _close(np.array(expected_losses) / n, losses, ATOL, 0)
+            and all_close(expected, got, ATOL, 0)
+            and all_close(np.array(expected_losses) / n, losses, ATOL, 0)
         ),
         "for the loss train_step returned at each of the {steps} steps: expected "
         "{shown_expected}, got {shown_losses}; the weights are right, but the loss is {n} "
@@ -681,7 +674,7 @@ def task4(answer: Any, strategy: Any) -> str:
         "replicas' losses",
     )
     return (
-        f"{STEPS} steps over {plural(n, 'replica')} match single-device training on the same "
+        f"{STEPS} steps over {counted(n, 'replica')} match single-device training on the same "
         f"global batches of {g} (losses {', '.join(f'{v:.4f}' for v in losses)}; largest "
         f"weight difference {worst:.1e})"
     )
@@ -740,7 +733,7 @@ def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
     names = [f"{_variable_label(model, v)} after the epoch" for v in variables]
     worst = expect_weights(expected, model.get_weights(), names, ATOL, hint)
     return (
-        f"one epoch of {steps} steps over {plural(n, 'replica')} matches single-device "
+        f"one epoch of {steps} steps over {counted(n, 'replica')} matches single-device "
         f"training: loss {losses[0]:.3f} → {losses[-1]:.3f}, largest weight difference "
         f"{worst:.1e}"
     )
@@ -762,10 +755,6 @@ SHARDING_LAYOUTS: dict[str, dict[str, Any]] = {
 #: Task 6: FILE is even enough when its largest share is at most this times its smallest.
 EVEN_ENOUGH = 1.5
 _POLICIES = ("AUTO", "FILE", "DATA", "OFF")
-
-
-def _counts(numbers: Sequence[int]) -> str:
-    return ", ".join(f"{r:,}" for r in numbers)
 
 
 def describe_layout(key: str) -> str:

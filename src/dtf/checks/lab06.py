@@ -23,12 +23,14 @@ from typing import Any
 import numpy as np
 
 from dtf._util import error_line, whole_number
-from dtf.checks._shared import expect_weights, numbered_labels, plural
+from dtf.checks._shared import expect_weights, numbered_labels
 from dtf.checks.core import (
     Mistake,
     Wrong,
+    all_close,
     as_array,
     call_function,
+    counted,
     diagnose,
     expect_kind,
     expected_got,
@@ -88,7 +90,7 @@ def clusters(num_workers: int) -> list[tuple[str, dict | None]]:
     n = whole_number("num_workers", num_workers, minimum=1)
     return [
         (
-            f"the lab's cluster of {plural(n, 'worker')}",
+            f"the lab's cluster of {counted(n, 'worker')}",
             {"worker": [f"{EXAMPLE_HOST}:{2222 + i}" for i in range(n)]},
         ),
         (
@@ -313,7 +315,7 @@ def task1(answer: Any, num_workers: int) -> str:
             _check_restored(_start(answer, base, what, cluster, ", started again"), order, what)
             saves += len(started)
     return (
-        f"for the lab's {plural(n, 'worker')}, a cluster with a 'chief' job and a process "
+        f"for the lab's {counted(n, 'worker')}, a cluster with a 'chief' job and a process "
         "alone, the chief's manager saves into base and every other task's into a folder of "
         f"its own inside it; all {saves} tasks saved, each base then held its chief's "
         "checkpoint, and started again every task restored it"
@@ -535,7 +537,7 @@ def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -
         killed_at = time.monotonic() - MADE_UP_AGO_S
         _ask(answer, made_up_results(workers, killed, delays, killed_at), killed_at, what, hint)
     results, killed_at = _real_kill(launcher, n, timeout)
-    what = f"a real run of {plural(n, 'worker')} whose chief the checker killed"
+    what = f"a real run of {counted(n, 'worker')} whose chief the checker killed"
     _ask(answer, results, killed_at, what, hint)
     slowest = max(truth(results, killed_at)[1].values())
     pace = (
@@ -544,7 +546,7 @@ def task2(answer: Any, launcher: Any, num_workers: int, timeout: float = 60.0) -
         else f"the survivors took more than {DETECT_WITHIN_S:g} s here (a busy machine)"
     )
     return (
-        f"right for two made-up runs and for a real run of {plural(n, 'worker')} in which the "
+        f"right for two made-up runs and for a real run of {counted(n, 'worker')} in which the "
         f"checker killed the chief: you named it, and {pace}, as your numbers say"
     )
 
@@ -573,10 +575,6 @@ def _skips_before_shuffling(stream: Any) -> bool:
         stream = getattr(stream, "_input_dataset", None)
     shuffled = kinds.index("_ShuffleDataset") if "_ShuffleDataset" in kinds else len(kinds)
     return "_SkipDataset" in kinds[shuffled:]
-
-
-def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
-    return len(a) == len(b) and all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
 
 
 def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
@@ -639,7 +637,9 @@ STREAM_MISTAKES = (
         "each element of the stream is one global batch",
     ),
     Mistake(
-        lambda got, x, y, g, seed, r, k, **_: _same(_batch_before_repeat(x, y, g, seed, r, k), got),
+        lambda got, x, y, g, seed, r, k, **_: all_close(
+            _batch_before_repeat(x, y, g, seed, r, k), got, 0, 0
+        ),
         "for {what}: your batches leave out the last examples of every epoch: batch() before "
         "repeat() drops each epoch's remainder, the workers' stream does not",
         "the workers' stream, shown above the task, repeats before it batches: a global batch "
@@ -707,7 +707,7 @@ def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> N
     got = _learner_ids(stream, k, what)
     reference = _ids(global_batches(x, y, g, seed), r + k + 2)
     expected = reference[r : r + k]
-    if _same(expected, got):
+    if all_close(expected, got, 0, 0):
         return
     start = _offset(np.concatenate(reference), got[0]) if got else None
     batch = None if start is None else start // g
@@ -1025,7 +1025,7 @@ def _check_restart(failing: FailingLauncher, config, n: int, steps: int, fail_at
             )
         if workers != n:
             raise Wrong(
-                f"for {what}: run {i + 1} had {plural(workers, 'worker')}, the job has {n}",
+                f"for {what}: run {i + 1} had {counted(workers, 'worker')}, the job has {n}",
                 "restart every worker, with the same num_workers: a synchronous job cannot go on "
                 "with a worker missing, nor take a new one into a running all-reduce",
             )
@@ -1069,8 +1069,8 @@ def _check_restart(failing: FailingLauncher, config, n: int, steps: int, fail_at
                 "the restarted workers restore the chief's latest checkpoint from the "
                 "checkpoint_dir of the config they are started with",
             )
-        if saved and not _same(
-            first.weights(f"checkpoint-{saved}", 0)[1], second.weights("restored", t)[1]
+        if saved and not all_close(
+            first.weights(f"checkpoint-{saved}", 0)[1], second.weights("restored", t)[1], 0, 0
         ):
             raise Wrong(
                 f"for {what}: worker {t} restored other weights than the chief's step-{saved} "
@@ -1168,7 +1168,7 @@ def task4(
         )
         failing = FailingLauncher(launcher, victim, fail_at, MAX_RESTARTS + 1, timeout)
         what = (
-            f"a run of {plural(n, 'worker')} whose worker {victim} was killed after step {fail_at}"
+            f"a run of {counted(n, 'worker')} whose worker {victim} was killed after step {fail_at}"
         )
         returned, refused = _supervise(answer, failing, config, n, MAX_RESTARTS, timeout, what)
         if refused:
