@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import difflib
-import ipaddress
 import re
 import threading
 import time
@@ -35,6 +34,7 @@ from dtf.checks.core import (
     short,
     task,
 )
+from dtf.cluster.spec import is_loopback
 
 LAB = "lab04"
 
@@ -156,16 +156,6 @@ def expected_spec(num_workers: int, ports) -> dict[str, list[str]]:
     }
 
 
-def _is_loopback(host: str) -> bool:
-    name = host.strip().strip("[]").lower()
-    if name in ("localhost", "localhost.localdomain"):
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
-
-
 #: The messages of the ``TypeError``\s that ``tf.train.ClusterSpec`` raises for a malformed dict.
 _CLUSTER_SPEC_TYPE_ERROR = re.compile(
     r"(must be bytes or unicode|must be a list or a dictionary|must be a dictionary mapping)"
@@ -190,7 +180,7 @@ TASK1_SPEC_MISTAKES = (
 )
 TASK1_HOST_MISTAKES = (
     Mistake(
-        lambda host, **_: _is_loopback(host),
+        lambda host, **_: is_loopback(host),
         "for {what}: task {name} has the host {host!r}, a loopback address, but not the one "
         "the task names",
         "the task names one address for every host: a name such as 'localhost' is "

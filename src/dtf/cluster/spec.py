@@ -505,19 +505,28 @@ def tf_config(jobs: Mapping[str, list[str]], task: Task) -> str:
 # --------------------------------------------------------------------------- this machine
 
 
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address (no lookup, no probe)."""
+    name = host.strip().strip("[]").lower()
+    if name in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def is_local_host(host: str) -> bool:
     """Whether ``host`` names this machine: ``localhost``, this machine's host name, a
-    loopback address, or an IP address of one of its interfaces (tested by binding to it,
-    so no name lookup can hang)."""
+    loopback address (:func:`is_loopback`), or an IP address of one of its interfaces
+    (tested by binding to it, so no name lookup can hang)."""
     name = host.strip().strip("[]").lower()
-    if name in ("localhost", "localhost.localdomain", socket.gethostname().lower()):
+    if is_loopback(name) or name == socket.gethostname().lower():
         return True
     try:
         ip = ipaddress.ip_address(name)
     except ValueError:
         return False
-    if ip.is_loopback:
-        return True
     family = socket.AF_INET6 if ip.version == 6 else socket.AF_INET
     try:
         with socket.socket(family, socket.SOCK_STREAM) as probe:
