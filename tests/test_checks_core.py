@@ -654,3 +654,28 @@ def test_diagnose_raises_the_first_mistake_that_holds():
     with pytest.raises(Wrong) as raised:
         diagnose(table, "expected {want}, got {got}", got=3, want=4)
     assert (raised.value.detail, raised.value.hint) == ("expected 4, got 3", None)
+    shown = Mistake(lambda **_: True, hint="a hint only")  # the detail defaults to "{shown}"
+    with pytest.raises(Wrong) as raised:
+        diagnose([shown], shown="expected 4, got 3")
+    assert (raised.value.detail, raised.value.hint) == ("expected 4, got 3", "a hint only")
+
+
+def test_expect_number_says_which_way_a_value_is_not_one_number():
+    assert core.expect_number(np.float32(1.5), "no number") == 1.5
+    with pytest.raises(checks.Wrong) as raised:
+        core.expect_number("abc", "no number", "a hint")
+    assert (raised.value.detail, raised.value.hint) == ("no number", "a hint")
+    with pytest.raises(checks.Wrong) as raised:
+        core.expect_number([1.0], "no number", "a hint")  # another shape, no text of its own
+    assert (raised.value.detail, raised.value.hint) == ("no number", "a hint")
+    with pytest.raises(checks.Wrong) as raised:
+        core.expect_number([1.0, 2.0], "no number", shape_detail="shape {shape}", shape_hint="h")
+    assert (raised.value.detail, raised.value.hint) == ("shape (2,)", "h")
+
+
+def test_all_close_and_counted():
+    assert core.all_close([np.zeros(2)], [np.full(2, 1e-5)])
+    assert not core.all_close([np.zeros(2)], [np.full(2, 1e-5)], 0, 0)  # 0, 0: equal
+    assert not core.all_close([np.zeros(2)], [np.zeros(2), np.zeros(2)])  # not as many
+    assert not core.all_close([np.zeros(2)], [np.zeros((2, 1))])  # another shape
+    assert (core.counted(1, "replica"), core.counted(4, "replica")) == ("1 replica", "4 replicas")

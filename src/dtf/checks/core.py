@@ -582,6 +582,28 @@ def all_close(a: Any, b: Any, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
         return False
 
 
+def expect_number(
+    value: Any,
+    detail: str,
+    hint: str | None = None,
+    *,
+    shape_detail: str | None = None,
+    shape_hint: str | None = None,
+) -> float:
+    """``value`` (a tensor, an array or a number) as one float, else :class:`Wrong`: ``detail``
+    and ``hint`` when it is no number; when it holds numbers of another shape, the same, or
+    ``shape_detail`` (where ``{shape}`` stands for that shape) and ``shape_hint`` if given."""
+    try:
+        array = as_array(value).astype(np.float64)
+    except (TypeError, ValueError):
+        raise Wrong(detail, hint) from None
+    if array.shape == ():
+        return float(array)
+    if shape_detail is None:
+        raise Wrong(detail, hint)
+    raise Wrong(shape_detail.replace("{shape}", str(array.shape)), shape_hint)
+
+
 def expect_equal(expected: Any, got: Any, *, what: str | None = None, hint: str | None = None):
     """Raise :class:`Wrong` unless ``got == expected``."""
     try:

@@ -426,14 +426,15 @@ def _predictions(got: Any) -> dict[int, tuple[str, str] | None]:
         if value is None:
             out[number] = None
             continue
-        if not isinstance(value, (tuple, list)) or len(value) != 2:
-            raise Wrong(
-                f"for call {number}: expected None or a pair (exception type, reason), "
-                f"got {short(value)}",
-                "a pair (exception type, key of REASONS) for a call that raises, None for one "
-                "that does not",
-            )
-        kind, reason = value
+        kind, reason = expect_kind(
+            value,
+            (tuple, list),
+            "None or a pair (exception type, reason)",
+            "a pair (exception type, key of REASONS) for a call that raises, None for one "
+            "that does not",
+            size=2,
+            what=f"call {number}",
+        )
         if isinstance(kind, type) and issubclass(kind, BaseException):
             kind = kind.__name__
         if not isinstance(kind, str) or not isinstance(reason, str):

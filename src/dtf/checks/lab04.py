@@ -23,12 +23,12 @@ from dtf._util import error_line
 from dtf.checks.core import (
     Mistake,
     Wrong,
-    as_array,
     call_function,
     diagnose,
     eager_rows,
     expect_close,
     expect_kind,
+    expect_number,
     expected_got,
     placement_table,
     short,
@@ -476,20 +476,13 @@ def _sums(got: Any, jobs: Mapping[str, list], situation: str) -> dict[int, float
         if value is None:
             out[index] = None
             continue
-        try:
-            number = as_array(value).astype(np.float64)
-        except (TypeError, ValueError):
-            raise Wrong(
-                f"with {situation}: for worker {index}, expected a number or None, "
-                f"got {short(value)}"
-            ) from None
-        if number.shape != ():
-            raise Wrong(
-                f"with {situation}: for worker {index}, expected one number (the sum of x), "
-                f"got {short(value)}",
-                "tf.reduce_sum(x) sums over every axis",
-            )
-        out[index] = float(number)
+        out[index] = expect_number(
+            value,
+            f"with {situation}: for worker {index}, expected a number or None, got {short(value)}",
+            shape_detail=f"with {situation}: for worker {index}, expected one number (the sum "
+            f"of x), got {short(value)}",
+            shape_hint="tf.reduce_sum(x) sums over every axis",
+        )
     missing = [i for i in range(count) if i not in out]
     if missing:
         raise Wrong(

@@ -29,6 +29,7 @@ from dtf.checks.core import (
     diagnose,
     expect_close,
     expect_kind,
+    expect_number,
     expected_got,
     full_float32,
     numbered,
@@ -166,8 +167,7 @@ def _shards(strategy: Any, got: Any, n: int, limit: int, what: str) -> list[list
             "the task asks for a distributed dataset: the strategy makes one from a dataset, "
             "and splits each global batch of it into one shard per replica",
         )
-    if not isinstance(got, tf.distribute.DistributedDataset):
-        raise Wrong(f"for {what}: expected a distributed dataset, got {short(got)}")
+    expect_kind(got, tf.distribute.DistributedDataset, "a distributed dataset", what=what)
     together = (
         "keep x and y together in one dataset, and batch that dataset, not x and y separately"
     )
@@ -548,16 +548,12 @@ def _loss_of(value: Any, what: str) -> float:
             "the strategy turns per-replica values into one: choose its ReduceOp knowing that "
             "each replica's loss is already divided by the global batch",
         )
-    try:
-        array = as_array(value).astype(np.float64)
-    except (TypeError, ValueError):
-        raise Wrong(f"{what} returned {short(value)}, not the loss, one number") from None
-    if array.shape != ():
-        raise Wrong(
-            f"{what} returned shape {array.shape}, expected one number",
-            "each replica's loss is already one number: reduce over the replicas only",
-        )
-    return float(array)
+    return expect_number(
+        value,
+        f"{what} returned {short(value)}, not the loss, one number",
+        shape_detail=what + " returned shape {shape}, expected one number",
+        shape_hint="each replica's loss is already one number: reduce over the replicas only",
+    )
 
 
 def _ran_on_replicas(calls: list, strategy: Any, n: int) -> None:
@@ -995,13 +991,11 @@ def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) ->
             f"expected a kind of time, got {short(kind)}",
             "name it as trace_reading.breakdown's columns do: " + ", ".join(BOTTLENECK_KINDS),
         )
-    try:
-        share = float(as_array(share))
-    except (TypeError, ValueError):
-        raise Wrong(
-            f"expected the share as a number, got {short(share)}",
-            "the share is one number, between 0 and 1",
-        ) from None
+    share = expect_number(
+        share,
+        f"expected the share as a number, got {short(share)}",
+        "the share is one number, between 0 and 1",
+    )
     want_kind, want_share = bottleneck(table)
     if kind != want_kind or abs(share - want_share) > SHARE_TOLERANCE:
         diagnose(

@@ -28,11 +28,11 @@ from dtf.checks.core import (
     Mistake,
     Wrong,
     all_close,
-    as_array,
     call_function,
     counted,
     diagnose,
     expect_kind,
+    expect_number,
     expected_got,
     listed,
     numbered,
@@ -471,12 +471,9 @@ def _compare_diagnosis(
             missing=f"; {_workers(missing)} reported an error too" if missing else "",
         )  # fmt: skip
     for t in want_keys:
-        try:
-            value = float(as_array(noticed[t]))
-        except (TypeError, ValueError):
-            raise Wrong(
-                f"for {what}: noticed[{t}] is {short(noticed[t])}, not a number of seconds"
-            ) from None
+        value = expect_number(
+            noticed[t], f"for {what}: noticed[{t}] is {short(noticed[t])}, not a number of seconds"
+        )
         if abs(value - want_noticed[t]) > TIME_ATOL:
             diagnose(
                 SECONDS_MISTAKES,
@@ -585,11 +582,8 @@ def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
             f"for {what}: you returned a distributed dataset; the workers distribute it themselves",
             "the task asks for the tf.data.Dataset of global batches",
         )
-    if not isinstance(stream, tf.data.Dataset):
-        raise Wrong(
-            f"for {what}: expected a tf.data.Dataset, got {short(stream)}",
-            "the task asks for the tf.data.Dataset itself",
-        )
+    hint = "the task asks for the tf.data.Dataset itself"
+    expect_kind(stream, tf.data.Dataset, "a tf.data.Dataset", hint, what=what)
     together = "keep x and y together in one dataset"
     return [numbered_labels(element, what, together) for element in stream.take(batches)]
 

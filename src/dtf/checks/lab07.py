@@ -126,8 +126,7 @@ def _parse_tf_config(got: Any, what: str) -> dict:
         )
     if isinstance(got, bytes):
         raise Wrong(f"for {what}: expected a str, got bytes", "JSON text is a str")
-    if not isinstance(got, str):
-        raise Wrong(f"for {what}: expected JSON text (a str), got {short(got)}")
+    expect_kind(got, str, "JSON text (a str)", what=what)
     try:
         value = json.loads(got)
     except json.JSONDecodeError as exc:
