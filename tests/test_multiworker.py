@@ -210,9 +210,18 @@ def test_a_worker_run_by_hand_prints_its_events(capsys, monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def launcher():
+def launcher_tmp(tmp_path_factory):
+    """The temporary folder (``TMPDIR``) of the module's launcher and of its workers."""
+    return tmp_path_factory.mktemp("launcher-tmp")
+
+
+@pytest.fixture(scope="module")
+def launcher(launcher_tmp):
     began = time.monotonic()
-    with Launcher() as launcher:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TMPDIR", str(launcher_tmp))  # read once, when the launcher starts
+        started = Launcher().start(wait=False)
+    with started as launcher:
         print(f"\nlauncher ready in {launcher.wait_ready():.1f} s ({time.monotonic() - began:.1f})")
         yield launcher
         pids = launcher.pids
@@ -221,13 +230,15 @@ def launcher():
 
 
 @pytest.mark.slow
-def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher):
+def test_two_workers_end_equal_to_each_other_and_to_one_process(launcher, launcher_tmp):
     import tensorflow as tf
 
     config = TrainConfig(steps=6, per_worker_batch=8, try_fit=True)
     run = launcher.run(config, num_workers=2)
     results = run.wait(timeout=RUN_S)
     assert_all_ok(run, results)
+    # autograph's file of each converted function goes with the worker that wrote it
+    assert not list(launcher_tmp.iterdir()) and not list(run.dir.glob("tmp-*"))
     started = results[1].last("started")
     assert started["replicas"] == 2 and started["global_batch"] == 16
     assert json.loads(run.tf_config(1))["task"] == {"type": "worker", "index": 1}

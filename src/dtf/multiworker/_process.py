@@ -27,8 +27,10 @@ from __future__ import annotations
 import json
 import os
 import runpy
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -67,6 +69,11 @@ def _worker_main(command: dict, proto: int) -> NoReturn:
     sent: set[str] = set()
     emit = _emitter(proto, int(command["run"]), task, sent)
     worker = None
+    # A temporary folder of the worker's own, removed on its way out. TensorFlow's autograph
+    # writes each function it converts (the program's train step) to a file there and
+    # removes the files at interpreter exit, which a worker never reaches (exit_now).
+    private = tempfile.mkdtemp(prefix=f"tmp-{task}-", dir=command["run_dir"])
+    tempfile.tempdir = private
     try:
         os.environ["TF_CONFIG"] = command["tf_config"]
         os.environ[METADATA_ENV] = command["metadata_ip"]
@@ -94,6 +101,7 @@ def _worker_main(command: dict, proto: int) -> NoReturn:
             print(f"dtf: worker {task}: {message}", file=sys.stderr, flush=True)
             emit("error", error="NotDone", message=message)
             code = EXIT_ERROR
+        shutil.rmtree(private, ignore_errors=True)
         exit_now(code)
 
 
