@@ -28,11 +28,12 @@ def main(settings):
     tf.config.threading.set_intra_op_parallelism_threads(1)  # for the process, before TF starts
     first, second = devices.setup(2).names
     x = tf.random.stateless_normal([settings["size"]] * 2, seed=[1, 2])
+    x2 = tf.random.stateless_normal([settings["size"]] * 2, seed=[3, 4])  # the second chain's
     k = settings["length"]
     steps = {  # two chains: independent, then one add
         "one chain": tf.function(lambda: chain(x, first, k)),
-        "two chains, one device": tf.function(lambda: chain(x, first, k) + chain(x, first, k)),
-        "two chains, two devices": tf.function(lambda: chain(x, first, k) + chain(x, second, k)),
+        "two chains, one device": tf.function(lambda: chain(x, first, k) + chain(x2, first, k)),
+        "two chains, two devices": tf.function(lambda: chain(x, first, k) + chain(x2, second, k)),
     }
     return step_seconds(steps, settings["warmup"], settings["timed"], settings["repeats"])
 
