@@ -309,6 +309,14 @@ def test_task4_the_measurements_tell_the_steps_apart(tf_worker) -> None:
     }
 
 
+def test_task4_refuses_the_checker_s_own_table() -> None:
+    """The steps' mistakes are a table of the checker's: an answer that reads it is refused
+    before it runs (no TensorFlow needed)."""
+    verdict = lab02.task4(lambda: dict(lab02.CANDIDATES), None)
+    assert verdict.status == "wrong"
+    assert "reads `dtf.checks.lab02.CANDIDATES`, the course's own code" in verdict.message
+
+
 def test_task4_right(tf_worker) -> None:
     outcome = tf_worker.run(diagnose(DIAGNOSIS))
     assert outcome.status == "correct", outcome.message

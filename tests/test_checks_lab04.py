@@ -646,6 +646,12 @@ def test_task4_the_logs_show_each_mistake(lab) -> None:
     assert ops["d"] == [f"MatMul@{client}", f"Relu@{client}", f"MatMul@{client}"], ops
 
 
+def test_task4_refuses_the_checker_s_own_table() -> None:
+    verdict = lab04.task4(lambda: dict(lab04.PUZZLE_CASES), None)
+    assert verdict.status == "wrong"
+    assert "reads `dtf.checks.lab04.PUZZLE_CASES`, the course's own code" in verdict.message
+
+
 def test_task4_right(lab) -> None:
     outcome = lab.run(diagnoses_case())
     assert outcome.status == "correct", outcome.message

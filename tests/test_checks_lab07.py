@@ -827,6 +827,12 @@ def test_task6_every_broken_deployment_passes_the_validator() -> None:
     assert f"Job {NAME}-worker: completions=3, parallelism=1" in shown
 
 
+def test_task6_refuses_the_checker_s_own_table() -> None:
+    verdict = lab07.task6(lambda: {c: (j, f) for c, j, f, _ in lab07.FAULTS}, NAME, PORT)
+    assert verdict.status == "wrong"
+    assert "reads `dtf.checks.lab07.FAULTS`, the course's own code" in verdict.message
+
+
 def test_task6_right() -> None:
     verdict = lab07.task6(faults(), NAME, PORT)
     assert verdict.correct, verdict.message

@@ -312,8 +312,9 @@ def task(lab: str, number: int, *, optional: bool = False, references: Sequence[
     """Decorator: register ``body(answer, ...)`` as the checker of task ``number`` of ``lab``;
     the decorated function returns the :class:`Verdict` of :func:`check`. ``references``: the
     course's own code for the task (``"module.name"``, or ``"module.name(arg)"`` when a call
-    passes ``arg``), refused before the answer runs. Another function for a registered task
-    raises ``ValueError``; reloading the same module replaces the checker."""
+    passes ``arg``) or a table of the checker's answers, refused before the answer runs.
+    Another function for a registered task raises ``ValueError``; reloading the same module
+    replaces the checker."""
     lab = _check_lab(lab)
     number = whole_number("a task number", number, minimum=1)
     if not isinstance(optional, bool):
@@ -447,7 +448,8 @@ def reference_reached(answer: Any, references: Sequence[str]) -> str | None:
         for value, code in _loaded(function):
             for target, path, arg in targets:
                 if value is target and (arg is None or _passes(function, code, target, arg)):
-                    how = f"calls `{path}`" + (f" with `{arg}`" if arg else "")
+                    verb = "calls" if callable(target) else "reads"  # a function, or a table
+                    how = f"{verb} `{path}`" + (f" with `{arg}`" if arg else "")
                     return how + (f" (through `{via}`)" if via else "")
             helper = value.python_function if hasattr(type(value), "python_function") else value
             if isinstance(helper, types.FunctionType) and helper.__globals__ is scope:

@@ -548,7 +548,7 @@ TASK4_MISTAKES = (
 )
 
 
-@task(LAB, 4, references=("dtf.checks.lab02.measured_diagnoses",))
+@task(LAB, 4, references=("dtf.checks.lab02.measured_diagnoses", "dtf.checks.lab02.CANDIDATES"))
 def task4(answer: Any, setup: Any) -> str:
     """``diagnose_steps() -> {step: key of DIAGNOSES}`` for :data:`CANDIDATES`, against the
     diagnoses the checker derives from measuring the steps again; a wrong verdict names the

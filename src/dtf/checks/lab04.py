@@ -751,7 +751,7 @@ def placement_puzzles(cluster: Any) -> dict[str, Any]:
     return tables
 
 
-@task(LAB, 4)
+@task(LAB, 4, references=("dtf.checks.lab04.PUZZLE_CASES",))
 def task4(answer: Any, cluster: Any) -> str:
     """``diagnose_logs() -> {case: key of DIAGNOSES}`` for :func:`placement_puzzles`; the
     checker makes the logs again and first checks that each shows its mistake."""

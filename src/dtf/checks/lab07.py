@@ -972,7 +972,7 @@ def _field_of(text: str) -> str:
     return re.sub(r"\[.*?\]", "", text.split(".")[-1])
 
 
-@task(LAB, 6)
+@task(LAB, 6, references=("dtf.checks.lab07.FAULTS",))
 def task6(answer: Any, name: str, port: int) -> str:
     """``whats_wrong() -> {case: (manifest name, field)}``: for each deployment of
     :func:`broken_deployments`, the manifest (its ``metadata.name``) and the field (its name,
