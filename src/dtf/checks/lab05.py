@@ -1007,6 +1007,59 @@ def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) ->
     return f"{kind}, {share:.0%} of the steps' time"
 
 
+def trace_slow_step(strategy: Any, x: Any, y: Any, global_batch: int, steps: int) -> str:
+    """Task 7's trace: Task 4's step, fed by a pipeline that blurs every digit in Python,
+    ``steps`` steps traced (after two untraced ones) into a new temporary folder, returned.
+    It is built here, not in the lab, so that its code does not show Tasks 1 to 4's answers."""
+    import keras
+    import tensorflow as tf
+
+    def blur_in_python(image):  # a 3x3 mean filter, pixel by pixel, in Python
+        image = image.numpy().reshape(8, 8)
+        out = np.empty_like(image)
+        for i in range(8):
+            for j in range(8):
+                out[i, j] = image[max(i - 1, 0) : i + 2, max(j - 1, 0) : j + 2].mean()
+        return out.reshape(FEATURES)
+
+    def blur(x, y):
+        x = tf.py_function(blur_in_python, [x], tf.float32)
+        x.set_shape([FEATURES])
+        return x, y
+
+    data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().map(blur)
+    batches = iter(strategy.experimental_distribute_dataset(data.batch(global_batch, True)))
+    with strategy.scope():
+        model, optimizer = make_model(), _optimizer()
+        optimizer.build(model.trainable_variables)
+
+    @tf.function
+    def slow_step(batch):
+        def replica_step(x, y):
+            with tf.GradientTape() as tape:
+                logits = model(x)
+                losses = keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+                loss = tf.nn.compute_average_loss(losses, global_batch_size=global_batch)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+            return loss
+
+        return strategy.reduce("sum", strategy.run(replica_step, args=batch), axis=None)
+
+    logdir = tempfile.mkdtemp(prefix="lab05_slow_step_")
+    for _ in range(2):  # the first call traces the tf.function
+        slow_step(next(batches)).numpy()
+    tf.profiler.experimental.start(logdir)
+    try:
+        for i in range(steps):
+            with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
+                slow_step(next(batches)).numpy()
+    finally:
+        tf.profiler.experimental.stop()
+        del batches  # an iterator over a py_function left to kernel shutdown can hang it
+    return logdir
+
+
 def compute_bound_trace(logdir: Any) -> None:
     """Trace :data:`TRACED_STEPS` steps of chained matrix products under ``logdir``, each
     marked ``Trace("train", step_num=i)``: a trace with no input and no copies."""
