@@ -42,7 +42,20 @@ tf_worker = worker_fixture(
         (
             "verdict = checks.lab02.task1(answers.split_strided)",
             "wrong",
-            ["x of shard 0 of a batch of 12 over 2 tower(s)", "in order"],
+            [
+                "for x of shard 0 of a batch of 12 over 2 tower(s): your values array of shape",
+                "are not the right ones",
+                "in order",
+            ],
+        ),
+        (
+            "verdict = checks.lab02.task1(answers.split_whole_shards)",
+            "wrong",
+            [
+                "for x of shard 0 of a batch of 12 over 2 tower(s): your shape (12, 3) is not "
+                "its shape",
+                "not equal parts of the batch",
+            ],
         ),
         (
             "verdict = checks.lab02.task1(answers.split_whole)",
@@ -66,13 +79,25 @@ tf_worker = worker_fixture(
             ["calls `dtf.towers.split_batch`, the course's own code"],
         ),
     ],
-    ids=["right", "numpy", "uneven", "strided", "count", "type-error", "stub", "ref", "ref-call"],
+    ids=[
+        "right",
+        "numpy",
+        "uneven",
+        "strided",
+        "whole-shards",
+        "count",
+        "type-error",
+        "stub",
+        "ref",
+        "ref-call",
+    ],
 )
 def test_task1(tf_worker, code, status, fragments) -> None:
     outcome = tf_worker.run(code)
     assert outcome.message.startswith(f"Task 1: {status}"), outcome.message
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
+    assert "expected shape" not in outcome.message  # the right shard is never shown
 
 
 # --------------------------------------------------------------------------- task 2
@@ -84,7 +109,20 @@ def test_task1(tf_worker, code, status, fragments) -> None:
         ("answers.average_right", "correct", []),
         ("answers.average_numpy", "correct", []),
         ("answers.average_sum", "wrong", ["That is the sum"]),
-        ("answers.average_first_tower", "wrong", ["variable 0, 2 tower(s)"]),
+        (
+            "answers.average_first_tower",
+            "wrong",
+            ["variable 0, 2 tower(s)", "That is tower 0's gradient alone"],
+        ),
+        ("answers.average_last_tower", "wrong", ["That is tower 1's gradient alone"]),
+        (
+            "answers.average_over_variables",
+            "wrong",
+            [
+                "for variable 0, 2 tower(s) with 2 variables: your values",
+                "Look at which gradients your code",
+            ],
+        ),
         (
             "answers.average_flat",
             "wrong",
@@ -93,13 +131,26 @@ def test_task1(tf_worker, code, status, fragments) -> None:
         ("stub", "not attempted", []),
         ("answers.average_by_the_course", "wrong", ["`dtf.towers.average_gradients`"]),
     ],
-    ids=["right", "numpy", "sum", "first-tower", "flat", "stub", "reference"],
+    ids=[
+        "right",
+        "numpy",
+        "sum",
+        "first-tower",
+        "last-tower",
+        "other",
+        "flat",
+        "stub",
+        "reference",
+    ],
 )
 def test_task2(tf_worker, answer, status, fragments) -> None:
     outcome = tf_worker.run(f"verdict = checks.lab02.task2({answer})")
     assert outcome.message.startswith(f"Task 2: {status}"), outcome.message
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
+    # The right mean is never shown, nor what to compute (issue 26 review).
+    assert "expected" not in outcome.message.replace("expected a list of 2", "")
+    assert "is the mean, over the towers" not in outcome.message
 
 
 # --------------------------------------------------------------------------- task 3
@@ -165,6 +216,19 @@ def test_task3_averaging_on_the_last_device_is_wrong(tf_worker, wrap) -> None:
     outcome = tf_worker.run(task3(wrap))
     assert outcome.status == "wrong", outcome.message
     assert "averaged or applied on CPU:1, not on /device:CPU:0" in outcome.message
+
+
+def test_task3_towers_on_the_wrong_devices_are_wrong(tf_worker) -> None:
+    """Tower i's shard belongs on devices[i]: every device running a MatMul is not enough
+    (issue 26 review). Seen when the step runs eagerly, from the device of each shard's
+    logits."""
+    outcome = tf_worker.run(task3("make_step(devices_reversed=True)"))
+    assert outcome.status == "wrong", outcome.message
+    assert (
+        "the weights are right, but the logits of shard 0 were computed on CPU:1, not on "
+        "devices[0] (CPU:0)" in outcome.message
+    )
+    assert "Look at how your loop pairs the shards with the devices" in outcome.message
 
 
 def test_task3_the_task_s_loss_is_required(tf_worker) -> None:
@@ -239,7 +303,8 @@ def test_task3_no_update(tf_worker) -> None:
 def test_task3_other_wrong_weights(tf_worker) -> None:
     outcome = tf_worker.run("verdict = checks.lab02.task3(answers.third_of_the_rate, setup)")
     assert outcome.status == "wrong"
-    assert "after 3 steps (vs. single-device training)" in outcome.message
+    assert "after 3 steps (vs. single-device training): your values" in outcome.message
+    assert "expected" not in outcome.message  # the right weights are never shown
     assert "averaged over the towers" in outcome.message
     assert "sum" not in outcome.message and "None" not in outcome.message
 
@@ -342,8 +407,8 @@ def test_task4_right(tf_worker) -> None:
             {"A": "summed-gradients", "D": "summed-loss"},
             [
                 "2 of 4 diagnoses are wrong: steps A and D.",
-                "Step A's update is 16.000 times one device's: compare that factor with the "
-                "number of towers (4) and of examples per tower (16)",
+                "Step A's update is 16.000 times one device's: that factor is not the one the "
+                "mistake you chose makes",
             ],
         ),
         (
@@ -362,6 +427,7 @@ def test_task4_wrong(tf_worker, change, fragments) -> None:
     assert outcome.status == "wrong", outcome.message
     for fragment in fragments:
         assert fragment in outcome.message, outcome.message
+    assert "number of towers" not in outcome.message  # nor which factor is which mistake's
     for step in change:  # the right diagnosis of a step answered wrongly is never given
         assert repr(DIAGNOSIS[step]) not in outcome.message
         assert f"{step}: {DIAGNOSIS[step]}" not in outcome.message

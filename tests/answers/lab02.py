@@ -44,6 +44,13 @@ def split_whole(x, y, n):
     return [(x, y)]
 
 
+def split_whole_shards(x, y, n):
+    """Task 1, every tower given the whole batch."""
+    if len(x) % n:
+        raise ValueError("uneven")
+    return [(x, y)] * n
+
+
 def split_by_the_course(x, y, n):
     """Task 1 handed to the course's own code."""
     return towers.split_batch(x, y, n)
@@ -67,6 +74,16 @@ def average_sum(tower_grads):
 def average_first_tower(tower_grads):
     """Task 2, the first tower's gradients only."""
     return list(tower_grads[0])
+
+
+def average_last_tower(tower_grads):
+    """Task 2, the last tower's gradients only (each tower's overwrite the one before)."""
+    return list(tower_grads[-1])
+
+
+def average_over_variables(tower_grads):
+    """Task 2, the mean off by one: neither the sum nor one tower's gradients."""
+    return [tf.add_n(list(g)) / len(g) + 1.0 for g in zip(*tower_grads, strict=True)]
 
 
 def average_flat(tower_grads):
@@ -98,9 +115,11 @@ def make_step(
     update_on="/device:CPU:0",
     own_loss=False,
     seen=None,
+    devices_reversed=False,
 ):
     """Task 3: a tower step; ``seen`` (a dict) records the width of the hidden layer of each
-    call; ``own_loss``: the loss written out instead of ``checks.lab02.loss``."""
+    call; ``own_loss``: the loss written out instead of ``checks.lab02.loss``;
+    ``devices_reversed``: tower i's shard on devices[-1 - i] (every device still used)."""
 
     def loss(y, logits):
         if own_loss:
@@ -115,7 +134,7 @@ def make_step(
         grads = []
         n = len(devs)
         shards = zip(tf.split(x, n), tf.split(y, n), strict=True) if split else [(x, y)] * 2
-        for d, (x_i, y_i) in zip(devs, shards, strict=False):
+        for d, (x_i, y_i) in zip(devs[::-1] if devices_reversed else devs, shards, strict=False):
             with tf.device(d if on_devices else None):
                 if tape_records:
                     with tf.GradientTape() as tape:

@@ -624,15 +624,20 @@ def expect_close(
     atol: float = 1e-6,
     rtol: float = 0.0,
     hint: str | None = None,
+    show_expected: bool = True,
 ) -> float:
     """Raise :class:`Wrong` unless ``got`` has ``expected``'s shape and every element is
-    within ``atol + rtol * |expected|``; return the largest absolute difference."""
+    within ``atol + rtol * |expected|``; return the largest absolute difference.
+    ``show_expected=False``: the message shows the learner's values only (where the expected
+    values are the answer of a task), never ``expected``'s values, shape or difference."""
     want = as_array(expected).astype(np.float64)
     try:
         have = as_array(got).astype(np.float64)
     except (TypeError, ValueError):
         raise Wrong(f"{_prefix(what)}expected numbers, got {short(got)}", hint) from None
     if have.shape != want.shape:
+        if not show_expected:
+            raise Wrong(f"{_prefix(what)}your shape {tuple(have.shape)} is not its shape", hint)
         raise Wrong(
             f"{_prefix(what)}expected shape {tuple(want.shape)}, got shape {tuple(have.shape)}",
             hint,
@@ -645,6 +650,12 @@ def expect_close(
     largest = float(diff[worst])
     if largest > atol + rtol * abs(float(want[worst])):
         where = f" at index {tuple(int(i) for i in worst)}" if want.ndim else ""
+        if not show_expected:
+            raise Wrong(
+                f"{_prefix(what)}your values {short(got)} are not the right ones: the one "
+                f"furthest off{where} is {float(have[worst]):.6g}",
+                hint,
+            )
         raise Wrong(
             f"{_prefix(what)}expected {short(want.astype(as_array(expected).dtype))}, "
             f"got {short(got)}; the largest difference is {largest:.3g}{where} "

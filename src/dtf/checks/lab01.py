@@ -18,6 +18,7 @@ import numpy as np
 from dtf.checks.core import (
     Mistake,
     Wrong,
+    as_array,
     both_ways,
     call,
     call_function,
@@ -42,13 +43,6 @@ LAB = "lab01"
 #: Task 1: the machine has this many GPUs, and these are the masks to predict.
 PHYSICAL_GPUS = 4
 MASKS = ("2,3", "1,0", "0,2,-1,1", "")
-_MASK_HINTS = {
-    "2,3": "visible ordinals always start at 0: the first GPU in the list becomes GPU:0",
-    "1,0": "the order of the list is the order of the ordinals, even when it is not sorted",
-    "0,2,-1,1": "CUDA stops reading the list at the first invalid index (-1): the GPUs listed "
-    "after it stay hidden",
-    "": "an empty CUDA_VISIBLE_DEVICES is not the same as an unset one: reread the rules",
-}
 #: Task 2: the physical GPUs the child process must see, in this order, and how long the
 #: child may take (a Python start, no TensorFlow).
 CHILD_GPUS = [1, 3]
@@ -81,6 +75,37 @@ def _as_mapping(value: Any) -> Any:
         return value
 
 
+def _mask_hint(mask: str, got: Any, right: dict[int, int]) -> str:
+    """What is wrong with ``got``, a wrong mapping of ``mask``, as its slip: never ``right``."""
+    if not isinstance(got, dict) or not all(
+        isinstance(k, int) and isinstance(v, int) for k, v in got.items()
+    ):
+        return "each mapping is a dict {visible ordinal: physical GPU id} of whole numbers"
+    if not mask:
+        return "an empty CUDA_VISIBLE_DEVICES is not the same as an unset one: reread the rules"
+    if sorted(got) != list(range(len(got))):
+        return (
+            f"your ordinals {sorted(got)} do not count up from 0: visible ordinals always "
+            "start at 0, with no gaps"
+        )
+    listed = [int(t) for t in mask.split(",")]
+    first_invalid = next((i for i, t in enumerate(listed) if t < 0), len(listed))
+    ids = list(got.values())
+    extra = [g for g in ids if g not in right.values()]
+    if len(set(ids)) != len(ids):
+        return "your mapping gives one physical GPU two ordinals"
+    if extra and extra[0] in listed[first_invalid:]:
+        return (
+            f"your mapping shows GPU {extra[0]}, listed after the invalid index "
+            f"{listed[first_invalid]}: CUDA stops reading the list at the first invalid index"
+        )
+    if extra:
+        return f"your mapping shows physical GPU {extra[0]}, which the list does not name"
+    if len(ids) < len(right):
+        return "your mapping hides a GPU that the list makes visible"
+    return "your ordinals do not follow the order of the list, which need not be sorted"
+
+
 @task(LAB, 1, references=("dtf.masking.visible_mapping", "dtf.masking.parse_mask"))
 def task1(answer: Any) -> str:
     """``{mask: {visible ordinal: physical id}}`` for :data:`MASKS`, against
@@ -95,11 +120,12 @@ def task1(answer: Any) -> str:
                 f"there is no prediction for CUDA_VISIBLE_DEVICES={mask!r}",
                 f"the dict needs one key per mask, exactly as written: {list(MASKS)}",
             )
-        if _as_mapping(got[mask]) != masking.visible_mapping(mask, PHYSICAL_GPUS):
+        right = masking.visible_mapping(mask, PHYSICAL_GPUS)
+        if _as_mapping(got[mask]) != right:
             raise Wrong(
                 f"for CUDA_VISIBLE_DEVICES={mask!r}, your mapping {short(got[mask])} is not "
                 "what CUDA shows",
-                _MASK_HINTS[mask],
+                _mask_hint(mask, _as_mapping(got[mask]), right),
             )
     return f"all {len(MASKS)} mappings match CUDA's rules"
 
@@ -136,8 +162,8 @@ TASK2_MISTAKES = (
         lambda lost, **_: bool(lost),
         "the child's environment lost or changed {count} of the parent's variables "
         "(e.g. {lost[0]})",
-        "start from a copy of base_env, so the child still finds PATH, HOME, "
-        "Python's settings, ...; change only CUDA_VISIBLE_DEVICES",
+        "a child process needs its parent's other variables too: PATH, HOME, Python's "
+        "settings, ...",
     ),
 )
 
@@ -173,7 +199,8 @@ def task2(answer: Any) -> str:
         raise Wrong(
             f"CUDA_VISIBLE_DEVICES={value!r} uses TensorFlow device names ({names[0]!r}); "
             "CUDA reads physical GPU indices, before TensorFlow numbers what it sees",
-            "write the physical indices, comma-separated, e.g. '0,2'",
+            "CUDA reads the mask before TensorFlow starts: TensorFlow's device names mean "
+            "nothing to it",
         )
     from dtf import masking
 
@@ -182,13 +209,19 @@ def task2(answer: Any) -> str:
     except ValueError as exc:
         raise Wrong(str(exc)) from None
     if visible != CHILD_GPUS:
+        if sorted(visible) == sorted(CHILD_GPUS):
+            hint = "your mask shows the child its GPUs in another order than the task's"
+        elif set(visible) < set(CHILD_GPUS):
+            hint = "your mask hides a GPU the child must see"
+        else:
+            hint = "your mask shows the child a GPU it must not see"
         raise Wrong(
             expected_got(
                 CHILD_GPUS,
                 visible,
                 f"the physical GPUs CUDA shows (CUDA_VISIBLE_DEVICES={value!r})",
             ),
-            "list the physical indices, comma-separated, in the order the child should number them",
+            hint,
         )
     code = f"import os; print({_MARKER!r}, os.environ.get('CUDA_VISIBLE_DEVICES'))"
     what = "a child process started with this environment"
@@ -227,12 +260,20 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
 
     got = call_function(answer, *(tf.constant(v) for v in (A, B, BIAS)), list(devices))
     result, table = expect_kind(got, (tuple, list), "a pair (result, placement table)", size=2)
+    hint = "the result is the matrix product of a and b, plus the bias"
+    try:
+        product, have = np.matmul(A, B), as_array(result)
+        if have.shape == product.shape and np.allclose(have, product, atol=1e-5):
+            hint = "your result is the product of a and b without the bias"
+    except (TypeError, ValueError):
+        pass
     expect_close(
         np.matmul(A, B) + np.asarray(BIAS),
         result,
         what=f"{case}the result",
         atol=1e-5,
-        hint="the result is the matrix product of a and b, plus the bias",
+        hint=hint,
+        show_expected=False,
     )
     table = placement_table(table)
     wanted = {"MatMul": short_device(devices[-1]), "the addition": short_device(devices[0])}
@@ -256,7 +297,10 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
                     f": your code asks for {gpus[0]!r}, which this process does not have, so "
                     f"soft placement (on by default) quietly ran the op on {ran} instead"
                 )
-                hint = "use the names in `devices`, which exist here: " + hint
+                hint = (
+                    "your code writes a device name of its own instead of taking it from "
+                    "`devices`: " + hint
+                )
             elif found[what] == [default_device()]:
                 hint = (
                     f"{ran} is TensorFlow's default device, where an op runs when no device "
@@ -279,7 +323,8 @@ def task3(answer: Any, setup: Any) -> str:
     if gpus:  # right by luck: soft placement put an op where it was wanted
         note += (
             f"; but your code also asks for {gpus[0]!r}, which this process does not have: "
-            "soft placement quietly ran that op elsewhere (use the names in `devices`)"
+            "soft placement quietly ran that op elsewhere (a device name of its own, not "
+            "one of `devices`)"
         )
     return note
 
@@ -365,8 +410,7 @@ TASK4_MISTAKES = (
     Mistake(
         lambda reason, **_: reason == "no-kernel",
         _WHY,
-        "before asking whether a device can run an op, ask whether it is there: "
-        "compare the name with setup.names",
+        "the device this op asks for does not fail for lack of a kernel here",
     ),
 )
 

@@ -52,6 +52,9 @@ ATOL = 1e-5
 _PARAMETER_DEVICE = "/device:CPU:0"
 #: Task 3: while the learner's step runs, the number of examples of every :func:`loss` call.
 _loss_batches: list[int | None] | None = None
+#: Task 3: while the learner's first step runs eagerly, each :func:`loss` call's labels and
+#: the device of its logits.
+_loss_calls: list[tuple[np.ndarray, str]] | None = None
 
 
 def loss(y, logits):
@@ -60,6 +63,9 @@ def loss(y, logits):
 
     if _loss_batches is not None:  # Task 3's checker is watching: how big is each shard?
         _loss_batches.append(y.shape[0])
+    device = getattr(logits, "device", None)
+    if _loss_calls is not None and tf.executing_eagerly() and isinstance(device, str):
+        _loss_calls.append((as_array(y), short_device(device)))  # which shard, on which device
     return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
 
 
@@ -68,6 +74,33 @@ def _count(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return f"a {type(value).__name__} of {counted(len(value), 'item')}"
     return short(value)
+
+
+def _shape_of(value: Any) -> tuple[int, ...] | None:
+    """The shape of ``value`` as an array, or None when it is none."""
+    try:
+        return tuple(as_array(value).shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def _average_slip(got: Any, each: list[np.ndarray]) -> str:
+    """What a wrong average of the towers' gradients ``each`` (of one variable) is, if a
+    known slip: the sum, or one tower's gradient alone; else where to look."""
+    try:
+        have = as_array(got).astype(np.float64)
+    except (TypeError, ValueError):
+        have = None
+    if have is not None and have.shape == np.shape(each[0]) and len(each) > 1:
+        if np.allclose(have, np.sum(each, 0), atol=1e-5):
+            return "that is the sum of the towers' gradients, not their mean"
+        for t, grad in enumerate(each):
+            if np.allclose(have, grad, atol=1e-5):
+                return f"that is tower {t}'s gradient alone: the other towers' are left out"
+    return (
+        "look at which gradients your code takes together: tower_grads[t][v] is tower t's "
+        "gradient of variable v"
+    )
 
 
 @task(LAB, 1, references=("dtf.towers.split_batch",))
@@ -94,9 +127,12 @@ def task1(answer: Any) -> str:
                     expected_got("a pair (x_i, y_i)", shard, f"shard {i} of {what}"),
                     "each item of the list is one tower's pair: its x shard, then its y shard",
                 )
-            hint = "the shards keep the examples in order: shard 0 holds the first ones"
-            expect_close(x_i, shard[0], what=f"x of shard {i} of {what}", hint=hint)
-            expect_close(y_i, shard[1], what=f"y of shard {i} of {what}", hint=hint)
+            for name, want, have in (("x", x_i, shard[0]), ("y", y_i, shard[1])):
+                hint = "the shards keep the examples in order: shard 0 holds the first ones"
+                if _shape_of(have) not in (None, np.shape(want)):
+                    hint = "your shards are not equal parts of the batch, one per tower"
+                where = f"{name} of shard {i} of {what}"
+                expect_close(want, have, what=where, hint=hint, show_expected=False)
     batch, n = UNEVEN
     hint = (
         "unequal shards would make the average of the tower gradients differ from the "
@@ -139,22 +175,17 @@ def task2(answer: Any) -> str:
         if not isinstance(got, (list, tuple)) or len(got) != 2:
             raise Wrong(
                 f"for {what}: expected a list of 2 gradients (one per variable), got {_count(got)}",
-                "average across the towers, variable by variable: the result has one entry "
-                "per variable, not one per tower",
+                "your list does not hold one entry per variable",
             )
         for v in range(2):
             each = [tower[v] for tower in grads]
-            hint = (
-                "each variable's gradient is the mean, over the towers, of tower_grads[t][v] "
-                "for that variable v"
-            )
-            try:
-                if num_towers > 1 and np.allclose(as_array(got[v]), np.sum(each, 0), atol=1e-5):
-                    hint = "that is the sum of the towers' gradients, not their mean"
-            except (TypeError, ValueError):
-                pass
             expect_close(
-                np.mean(each, 0), got[v], what=f"variable {v}, {what}", atol=1e-5, hint=hint
+                np.mean(each, 0),
+                got[v],
+                what=f"variable {v}, {what}",
+                atol=1e-5,
+                hint=_average_slip(got[v], each),
+                show_expected=False,
             )
     return "averages over 1, 2 and 4 towers match"
 
@@ -163,13 +194,17 @@ def task2(answer: Any) -> str:
 class _Run:
     """What the learner's steps did: the first step's MatMul devices, the devices after the
     last MatMul (averaging, update) and whether its log shows every op; the variables given
-    None gradients; each :func:`loss` call's examples; the error that stopped them, if any."""
+    None gradients; each :func:`loss` call's examples; when the first step ran eagerly, each
+    loss call's labels and device, and from them (shard, device of its logits) of each
+    tower; the error that stopped them, if any."""
 
     matmul_devices: list[str] = field(default_factory=list)
     update_devices: list[str] = field(default_factory=list)
     complete: bool = False
     none_gradients: dict[str, None] = field(default_factory=dict)
     loss_batches: list[int | None] = field(default_factory=list)
+    loss_calls: list[tuple[np.ndarray, str]] = field(default_factory=list)
+    towers: list[tuple[int, str]] = field(default_factory=list)
     failure: Wrong | None = None
 
 
@@ -194,13 +229,15 @@ def _update_devices(table) -> list[str]:
 
 
 @contextmanager
-def _watching(params, run: _Run):
+def _watching(params, run: _Run, calls: bool = False):
     """Within the block, note in ``run`` the variables ``tape.gradient`` returns None for (a
-    loss computed outside the tape) and the examples of every :func:`loss` call."""
+    loss computed outside the tape) and the examples of every :func:`loss` call (``calls``:
+    also its labels and device, when eager)."""
     import tensorflow as tf
 
-    global _loss_batches
+    global _loss_batches, _loss_calls
     _loss_batches = run.loss_batches
+    _loss_calls = run.loss_calls if calls else None
     original = tf.GradientTape.gradient
     names = {id(v): k for k, v in params.items()}
 
@@ -221,7 +258,7 @@ def _watching(params, run: _Run):
         yield
     finally:
         tf.GradientTape.gradient = original
-        _loss_batches = None
+        _loss_batches = _loss_calls = None
 
 
 def _sgd_step(params, x, y, factor: float = 1.0) -> None:
@@ -251,7 +288,7 @@ def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
         y = tf.constant(digits.y_train[i * batch : (i + 1) * batch])
         args = (learner, x, y, list(names), LEARNING_RATE)
         try:
-            with _watching(learner, run):
+            with _watching(learner, run, calls=i == 0):
                 if i == 0 and logging_on:
                     with placement.capture() as log:
                         call_function(step, *args)
@@ -266,9 +303,23 @@ def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
         except Wrong as exc:
             run.failure = exc
             return run
+        if i == 0:
+            run.towers = _towers(run.loss_calls, as_array(y), len(names))
         for params, factor in references:
             _sgd_step(params, x, y, factor)
     return run
+
+
+def _towers(calls, y, num_towers: int) -> list[tuple[int, str]]:
+    """``(shard, device)`` of each loss call whose labels are exactly one shard of ``y``, the
+    global batch's labels cut into ``num_towers`` in order."""
+    shards = np.split(y, num_towers) if len(y) % num_towers == 0 else []
+    out = []
+    for labels, device in calls:
+        same = [j for j, shard in enumerate(shards) if np.array_equal(labels, shard)]
+        if len(same) == 1:
+            out.append((same[0], device))
+    return out
 
 
 def _matches(params, reference) -> bool:
@@ -290,8 +341,8 @@ TASK3_MISTAKES = (
         "tape.gradient returned None instead of a gradient for {none}, and then {happened}. "
         "A None gradient means the tape did not record the loss being computed from that "
         "variable, as when the loss is computed outside the `with tf.GradientTape()` block",
-        "look at where each tower's logits and loss are computed: inside the tape's block, "
-        "from the variables of params, before tape.gradient asks for their gradients",
+        "look at where each tower's logits and loss are computed, and at what the tape "
+        "records there",
     ),
 )
 
@@ -354,6 +405,7 @@ def task3(answer: Any, setup: Any) -> str:
                 hint="each tower's loss is the mean over its shard (checks.lab02.loss), "
                 "the gradients are averaged over the towers, and they are applied once "
                 "per step",
+                show_expected=False,
             )
             for key in towers.MLP_VARIABLES
         )
@@ -403,6 +455,13 @@ def task3(answer: Any, setup: Any) -> str:
             "; placement only partly visible (outside Jupyter TensorFlow logs an eager "
             "op's placement only the first time it runs on a device)"
         )
+    for shard, device in run.towers if len(names) > 1 else ():
+        if device != wanted[shard]:
+            raise Wrong(
+                f"the weights are right, but the logits of shard {shard} were computed on "
+                f"{device}, not on devices[{shard}] ({wanted[shard]})",
+                "look at how your loop pairs the shards with the devices",
+            )
     return (
         f"{STEPS} tower steps over {len(names)} devices match single-device "
         f"training (largest difference {worst:.1e}){note}"
@@ -535,9 +594,8 @@ TASK4_MISTAKES = (
     Mistake(
         lambda claim, **_: claim in _SUMMED,
         _STEPS_WRONG,
-        "step {name}'s update is {size:.3f} times one device's: compare that factor with the "
-        "number of towers ({towers}) and of examples per tower ({per_tower}), and ask which "
-        "mistake multiplies by which",
+        "step {name}'s update is {size:.3f} times one device's: that factor is not the one "
+        "the mistake you chose makes",
     ),
     Mistake(
         lambda **_: True,
@@ -583,8 +641,6 @@ def task4(answer: Any, setup: Any) -> str:
             claim=claims[wrong[0]],
             size=first[_SIZE],
             cosine=first[_COSINE],
-            towers=DIAGNOSE_TOWERS,
-            per_tower=DIAGNOSE_PER_TOWER,
         )
     right = next(name for name in CANDIDATES if truth[name] == "right")
     others = ", ".join(f"{n}: {truth[n]}" for n in CANDIDATES if n != right)

@@ -122,6 +122,7 @@ def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
         atol=1e-5,
         rtol=1e-5,
         hint="the logits are x through layer 0, then through layer 1: both layers, in order",
+        show_expected=False,
     )
     ran = devices_of(placement_table(table), ["MatMul"], once=True)
     order = list(dict.fromkeys(wanted))
@@ -228,20 +229,19 @@ def _slip(per_layer) -> Any:
 TASK2_MISTAKES = (
     Mistake(
         _slip(lambda i, o: i * o + o),
-        hint="those are numbers of parameters: a float32 parameter takes 4 bytes",
+        hint="those are numbers of parameters, not of bytes",
     ),
     Mistake(
         _slip(lambda i, o: i * o * _BYTES),
-        hint="a Dense layer also has a bias, one number per output unit: "
-        "n_in * n_out + n_out parameters",
+        hint="your count leaves out each Dense layer's bias",
     ),
     Mistake(
         _slip(lambda i, o: i * o),
-        hint="count the biases too (n_in * n_out + n_out parameters) and 4 bytes per parameter",
+        hint="your count leaves out the biases, and counts parameters, not bytes",
     ),
     Mistake(
         _slip(lambda i, o: (i * o + i) * _BYTES),
-        hint="a layer's bias has one number per *output* unit: n_in * n_out + n_out",
+        hint="your count gives each layer's bias one number per *input* unit",
     ),
     Mistake(
         lambda got, devices, total, **_: got == {short_device(d): total for d in devices},
@@ -250,8 +250,8 @@ TASK2_MISTAKES = (
     ),
     Mistake(
         lambda **_: True,
-        hint="layer i maps layer_sizes[i] inputs to layer_sizes[i + 1] outputs and lives on "
-        "layer_devices[i]: count its weights and biases, at 4 bytes each, for that device",
+        hint="look at which layers your code counts for each device (layer i lives on "
+        "layer_devices[i]) and at what it counts for each layer",
     ),
 )
 
@@ -267,7 +267,7 @@ def _normalised(got: Any, what: str) -> dict[str, int]:
         if isinstance(number, bool) or not isinstance(number, int):
             raise Wrong(
                 f"for {what}: expected a whole number of bytes for {key!r}, got {short(value)}",
-                "bytes are whole numbers: 4 per float32 parameter",
+                "a number of bytes is a whole number",
             )
         out[short_device(str(key))] = out.get(short_device(str(key)), 0) + number
     return {k: v for k, v in out.items() if v != 0}
@@ -288,7 +288,7 @@ def task2(answer: Any, setup: Any) -> str:
         expected = _measured_bytes(sizes, devices, build_on)
         if got != expected:
             total = sum(_per_device(sizes, devices, lambda i, o: (i * o + o) * _BYTES).values())
-            shown = expected_got(expected, got, what)
+            shown = f"for {what}, your bytes per device {short(got)} are not what those layers hold"
             diagnose(
                 TASK2_MISTAKES, got=got, sizes=sizes, devices=devices, total=total, shown=shown
             )
@@ -337,21 +337,17 @@ MESSAGE_REASONS = (
 )
 #: Task 3: what decides each call's outcome, without saying the outcome.
 CALL_HINTS = {
-    1: "call 1: memory growth is a setting of a memory pool that TensorFlow grows on demand; "
-    "which kind of device has such a pool?",
-    2: "call 2: a memory_limit gives each logical device its own cap; do logical CPUs have "
-    "memory of their own to cap?",
+    1: "call 1: look at the devices notebook 05 sets memory growth on",
+    2: "call 2: look at the devices notebook 05 gives a memory_limit",
     3: "call 3: has anything initialised TensorFlow before it? (every Setup cell's "
     "devices.setup makes a call like it)",
-    4: "call 4: what did call 3 leave behind, and can a device whose memory is fixed grow?",
+    4: "call 4: look at what call 3 did to the CPU before it",
     5: "call 5: to list the logical devices, TensorFlow must create them: what does that "
     "fix for the calls after it?",
     6: "call 6: compare the split it asks for with the one already in place",
     7: "call 7: compare the split it asks for with the one already in place, and remember "
     "what call 5 did",
-    8: "call 8: the statistics come from the allocator, and not every allocator keeps them: "
-    "which one does the CPU use unless TF_CPU_ALLOCATOR_USE_BFC is set before the import "
-    "(notebook 05)?",
+    8: "call 8: look at how notebook 05 gets memory figures for the CPU",
 }
 #: Task 3: how long the child process may take (a TensorFlow import, ~5 s on 2 cores).
 CHILD_TIMEOUT_S = 120.0
@@ -564,7 +560,7 @@ TASK4_MISTAKES = (
         lambda outside, **_: bool(outside),
         "for network {network}: there is no device {outside[0]}: the machine has "
         f"{PLAN_DEVICES}, numbered 0 to {PLAN_DEVICES - 1}",
-        "if every device is full, no layout fits: say so with None",
+        "your layout uses a device the machine does not have",
     ),
     Mistake(
         lambda layout, **_: (
@@ -572,14 +568,13 @@ TASK4_MISTAKES = (
             or any(b - a not in (0, 1) for a, b in zip(layout[:-1], layout[1:], strict=True))
         ),
         "for network {network}: {layout} is not a pipeline of contiguous stages",
-        "the stages follow the layers in order: the first layers on device 0, the next "
-        "ones on device 1, and so on, without going back or skipping a device",
+        "{broken}",
     ),
     Mistake(
         lambda over, weights_fit, **_: bool(over) and weights_fit,
         _OVER + f" of {BUDGET:,}",
         "that layout fits the weights alone; training also keeps each parameter's "
-        f"gradient and Adam's two slots: {TRAINING_COPIES * _BYTES} bytes per parameter",
+        "gradient and Adam's two slots",
     ),
     Mistake(
         lambda over, **_: bool(over),
@@ -593,6 +588,18 @@ TASK4_MISTAKES = (
         "look at how much of the budget each of your devices leaves unused",
     ),
 )
+
+
+def _broken_pipeline(layout: list[int]) -> str:
+    """Where ``layout`` (inside the machine) stops being contiguous stages from device 0."""
+    if layout and layout[0] != 0:
+        return f"your layout starts on device {layout[0]}, not on device 0"
+    for i, (a, b) in enumerate(zip(layout[:-1], layout[1:], strict=True), start=1):
+        if b < a:
+            return f"your layer {i} goes back to device {b} after device {a}"
+        if b > a + 1:
+            return f"your layer {i} skips from device {a} to device {b}"
+    return ""
 
 
 @task(LAB, 4, references=("dtf.checks.lab03.fewest_devices",))
@@ -636,6 +643,7 @@ def task4(answer: Any, setup: Any) -> str:
             TASK4_MISTAKES,
             network=network,
             layout=layout,
+            broken=_broken_pipeline(layout),
             outside=[d for d in layout if not 0 <= d < PLAN_DEVICES],
             over=next(((d, b) for d, b in shares.items() if b > BUDGET), ()),
             weights_fit=len(shares) == fewest_devices(weights),
