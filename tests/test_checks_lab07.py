@@ -154,7 +154,7 @@ def _task1(mistake):
         (lambda c, *_: json.dumps([c]), ["expected a JSON object"]),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": str(i)}}),
-            ["the task's index: expected 1, got '1'", "refuses a str"],
+            ["your task's index is '1'", "refuses a str"],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": i + 1}}),
@@ -166,11 +166,11 @@ def _task1(mistake):
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": f"/job:{j}", "index": i}}),
-            ["not a device name"],
+            ["your type is a device name, not the job's name alone"],
         ),
         (  # a worker's TF_CONFIG that says it is a parameter server
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": "ps", "index": i}}),
-            ["`task_type` 'ps' not found in cluster_spec", "the `job` argument ('worker')"],
+            ["`task_type` 'ps' not found in cluster_spec", "look at the `job` argument"],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "cluster": cl}),
@@ -182,19 +182,22 @@ def _task1(mistake):
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": f"{j}/{i}"}),
-            ['expected "task" to be an object', "worker/1"],
+            ["your \"task\" is the text 'worker/1', not an object"],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"job_name": j, "task_index": i}}),
-            ['the keys of "task"', "TF1's command-line flags"],
+            ['the keys of your "task" are', "TF1's command-line flags"],
         ),
         (
             lambda c, cl, j, i: json.dumps({"cluster": cl, "job_name": j, "task_index": i}),
-            ["the keys: expected ['cluster', 'task']", 'go inside "task"'],
+            [
+                "your TF_CONFIG has the keys ['cluster', 'job_name', 'task_index']",
+                "the task's own keys (job_name, task_index) are at its top level",
+            ],
         ),
         (
             lambda c, *_: json.dumps({**c, "environment": "cloud"}),
-            ["the keys: expected ['cluster', 'task']"],
+            ["your TF_CONFIG has the keys ['cluster', 'environment', 'task']", "yours has others"],
         ),
         (
             lambda c, cl, j, i: json.dumps(
@@ -237,7 +240,7 @@ def test_task1_wrong_only_for_other_clusters() -> None:
         return json.dumps({"cluster": {job: cluster[job]}, "task": {"type": job, "index": index}})
 
     verdict = lab07.task1(workers_only, POST)
-    expect_wrong(verdict, "worker/1 of machines with DNS names", '"cluster": expected')
+    expect_wrong(verdict, "worker/1 of machines with DNS names", 'your "cluster" is')
     verdict = lab07.task1(own_job_only, POST)
     expect_wrong(verdict, "worker/1 of machines with DNS names", "every task gets the whole")
 
@@ -332,15 +335,15 @@ def _always_deletes(tf_config):
     "answer, fragments",
     [
         (_no_reset, ["TF_CONFIG was absent before your function and", "when the resolver raises"]),
-        (_no_argument, ["got (None, None, {})", "takes no TF_CONFIG argument"]),
-        (_cluster_spec, ["got ('worker', 1, ClusterSpec(", "not as the ClusterSpec"]),
+        (_no_argument, ["returned (None, None, {})", "takes no TF_CONFIG argument"]),
+        (_cluster_spec, ["returned ('worker', 1, ClusterSpec(", "not as the ClusterSpec"]),
         (
             _always_deletes,
             ["with TF_CONFIG already set: TF_CONFIG was another task's", "as it was, also"],
         ),
         (
             lambda t: tensorflow_reads(t)[:2],
-            ["expected ('worker', 1, {'worker':", "the three things the resolver answers"],
+            ["returned ('worker', 1)", "the three things the resolver answers"],
         ),
     ],
     ids=["not-put-back", "no-argument", "cluster-spec-object", "deleted-when-set", "two-values"],
@@ -409,7 +412,7 @@ def test_task3_right() -> None:
         ),
         (
             lambda n, c, p: pod_addresses(n, c, p, host="{name}-{job}-{i}.{name}.default.svc"),
-            ["leave the namespace"],
+            ["names the namespace and the cluster domain", "in any namespace"],
         ),
         (
             lambda n, c, p: pod_addresses(n, c, p, host="{job}-{i}.{name}"),
@@ -432,11 +435,14 @@ def test_task3_right() -> None:
         (lambda n, c, p: pod_addresses(n, c, 2222), ["port=5000", "the same port, `port`"]),
         (
             lambda n, c, p: pod_addresses(n, {j: k for j, k in c.items() if j != "ps"}, p),
-            ["the jobs: expected ['chief', 'ps', 'worker'], got ['chief', 'worker']"],
+            ["your jobs are ['chief', 'worker'], not those of `counts`"],
         ),
         (
             lambda n, c, p: pod_addresses(n, {j: 2 for j in c}, p),
-            ["counts={'chief': 1, 'worker': 3, 'ps': 2}", "tasks of 'chief': expected 1, got 2"],
+            [
+                "counts={'chief': 1, 'worker': 3, 'ps': 2}",
+                "job 'chief' has 2 address(es), not counts['chief']",
+            ],
         ),
         (
             lambda n, c, p: {j: ",".join(v) for j, v in pod_addresses(n, c, p).items()},
@@ -572,9 +578,8 @@ def test_task4_right() -> None:
         (
             {"drop": True},
             [
-                "the replicas: expected {'Chief': 1, 'Worker': 3, 'PS': 1}, "
-                "got {'Chief': 1, 'PS': 1}",
-                "keep every replica spec",
+                "your repair changed the replicas, to {'Chief': 1, 'PS': 1}",
+                "leaves every replica spec",
             ],
         ),
         (
@@ -583,7 +588,7 @@ def test_task4_right() -> None:
                 "for a TFJob broken in other ways",
                 "also changed",
                 "spec.tfReplicaSpecs.Chief.template.spec.containers[0].image",
-                "expected 'my/trainer:1', got 'tensorflow/tensorflow:2.21.0'",
+                "to 'tensorflow/tensorflow:2.21.0'",
             ],
         ),
     ],
@@ -709,7 +714,7 @@ def lab_worker_job(manifests, job, index):
         (lambda m, j, i: tf_config_in_pod(m, j, i)["task"], ['your dict has no "task"']),
         (
             lambda m, j, i: {**tf_config_in_pod(m, j, i), "cluster": {}},
-            ["the whole TF_CONFIG"],
+            ["your TF_CONFIG differs from this pod's at cluster", "the whole TF_CONFIG"],
         ),
         (lambda m, j, i: [tf_config_in_pod(m, j, i)], ["expected a dict, got ["]),
     ],
@@ -781,7 +786,7 @@ def test_task4_a_plural_is_named_a_plural() -> None:
 
 def test_task5_a_key_error_from_the_manifests_order_gets_a_hint() -> None:
     """Picking the Job by its position raises KeyError on manifests in another order; the
-    hint says to look it up by kind and name (issue 18)."""
+    hint says the function depends on their order (issue 18)."""
 
     def by_position(manifests, job, index):
         manifest = manifests[1 + ["chief", "worker", "ps"].index(job)]
@@ -794,7 +799,7 @@ def test_task5_a_key_error_from_the_manifests_order_gets_a_hint() -> None:
         "raised KeyError",
         "any order",
         "Service mnist",
-        "by its kind and its name or label, not by its position",
+        "your function depends on their order",
     )
 
 

@@ -88,7 +88,15 @@ def make_loss(kind="global"):
     return replica_loss
 
 
-def make_build(model_in=True, opt_in=True, build="in", swap=False, optimizer="sgd", no_input=False):
+def make_build(
+    model_in=True,
+    opt_in=True,
+    build="in",
+    swap=False,
+    optimizer="sgd",
+    no_input=False,
+    network="lab",
+):
     """Task 3: ``make_model_and_optimizer``: where the model and the optimizer are created,
     whether and where the optimizer is built."""
 
@@ -99,6 +107,18 @@ def make_build(model_in=True, opt_in=True, build="in", swap=False, optimizer="sg
         with scope(model_in):
             if no_input:
                 model = keras.Sequential([keras.layers.Dense(32), keras.layers.Dense(10)])
+            elif network == "wider":  # another hidden layer's width
+                model = keras.Sequential(
+                    [keras.Input((64,)), keras.layers.Dense(48), keras.layers.Dense(10)]
+                )
+            elif network == "unseeded":  # the lab's layers, Keras' default initial weights
+                model = keras.Sequential(
+                    [
+                        keras.Input((64,)),
+                        keras.layers.Dense(32, activation="relu"),
+                        keras.layers.Dense(10),
+                    ]
+                )
             else:
                 model = lab05.make_model()
         with scope(opt_in):

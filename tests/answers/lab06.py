@@ -78,6 +78,9 @@ def make_diagnose(failed="signal", noticed="stamp-diff", only_first=False, one=F
             dead = sorted(t for t, r in results.items() if r.returncode != 0)
         elif failed == "single":
             dead = [next(t for t, r in results.items() if r.returncode < 0)]
+        elif failed == "one-survivor-too":  # the killed workers and the first survivor
+            alive = next(t for t, r in results.items() if r.returncode >= 0)
+            dead = sorted([t for t, r in results.items() if r.returncode < 0] + [alive])
         elif failed == "hardcoded":  # the lab's run: the last worker killed, the chief survived
             return [1], {0: results[0].error["t"] - killed_at}
         seen = {}

@@ -226,8 +226,8 @@ def _tasks_of(spec: Any, what: str) -> dict[str, list[str]]:
             raise Wrong(
                 f"for {what}: the tasks of job {job!r} have the indices {indices}, "
                 f"not 0 to {len(indices) - 1}",
-                "give each job a list of addresses: the i-th address is task i (a dict "
-                "{index: address} makes a sparse job, for other uses)",
+                "your job is sparse, as a dict {index: address} makes it: in the task, the "
+                "i-th address of a job is task i, counted from 0",
             )
         jobs[job] = [spec.task_address(job, i) for i in indices]
     return jobs
@@ -404,14 +404,13 @@ def task2(answer: Any, cluster: Any) -> str:
         raise Wrong(
             "y is right, but your placement table shows no op for stage 1's ReLU (a Relu or "
             f"a Maximum), so it did not run on {order[0]} as a TensorFlow op",
-            "compute the ReLU with TensorFlow (tf.nn.relu or tf.maximum with 0), inside "
-            "the capture and in stage 1's device scope",
+            "stage 1's ReLU did not run as a TensorFlow op inside the capture: look at how "
+            "your stage 1 computes it",
         )
     if relu != [order[0]]:
         raise Wrong(
             expected_got(order[0], ", ".join(relu), f"the task of the {kind}"),
-            f"the {kind} is part of stage 1 (its ReLU): compute h, ReLU included, entirely "
-            "in stage 1's device scope",
+            f"the {kind} is part of stage 1 (its ReLU), yet it ran outside stage 1's device scope",
         )
     lives = f"; y lives on {task_of(y.device)} until it is read" if getattr(y, "device", "") else ""
     if len(order) == 1:
@@ -481,7 +480,7 @@ def _sums(got: Any, jobs: Mapping[str, list], situation: str) -> dict[int, float
             f"with {situation}: for worker {index}, expected a number or None, got {short(value)}",
             shape_detail=f"with {situation}: for worker {index}, expected one number (the sum "
             f"of x), got {short(value)}",
-            shape_hint="tf.reduce_sum(x) sums over every axis",
+            shape_hint="your value is not one number: it keeps axes of x",
         )
     missing = [i for i in range(count) if i not in out]
     if missing:
@@ -496,19 +495,19 @@ def _sums(got: Any, jobs: Mapping[str, list], situation: str) -> dict[int, float
 TASK3_MISTAKES = (
     Mistake(
         lambda state, value, **_: state and value is not None,
-        "with {situation}: for worker {index}, expected None, got {value:g}",
+        "with {situation}: for worker {index}, which is {state}, you returned {value:g}",
         "worker {index} is {state}: a worker that does not answer within `timeout` is down, "
         "and its entry is None",
     ),
     Mistake(
         lambda state, value, **_: not state and value is None,
-        "with {situation}: for worker {index}, which is up, expected {expected:g}, got None",
-        "worker i is task /job:worker/task:i at spec['worker'][i]; ask that address, "
-        "with the `timeout` you were given",
+        "with {situation}: for worker {index}, which is up, you returned None",
+        "worker {index} answers within `timeout`, yet your function took it for down: look at "
+        "which address you ask for worker i, and how long you wait",
     ),
     Mistake(
         lambda state, value, expected, **_: not state and abs(value - expected) > 1e-4,
-        "with {situation}: for worker {index}, expected {expected:g}, got {value:g}",
+        "with {situation}: for worker {index}, your {value:g} is not the sum of x",
         "each worker that is up sums x: the sum of all its elements, as a float",
     ),
 )
@@ -581,9 +580,9 @@ def _run_case(answer, x, jobs, down: dict[int, str], situation: str, if_hangs: s
     if isinstance(error, Wrong) and error.detail.startswith("`") and " raised " in error.detail:
         raise Wrong(
             f"with {situation}: {error.detail}",
-            "a worker that is down must give None, not an exception: does your function "
-            "ask each worker first, with a bounded wait, and expect an op to fail on a "
-            "worker that dies after it answered?",
+            "a worker that is down must give None, not an exception: your function let the "
+            "error of a worker that is down out (an op can fail too on a worker that dies "
+            "after it answered)",
         )
     if error is not None:
         raise error
@@ -657,8 +656,8 @@ def task3(answer: Any, cluster: Any) -> str:
                 {frozen: "frozen"},
                 f"worker {frozen} frozen",
                 "a frozen process keeps its port open, so connecting works and nothing "
-                "answers: find out whether each worker answers, with a wait that you bound "
-                "by the `timeout` you were given, and send no op to a worker that did not",
+                "answers: your function's wait for it is not bounded by the `timeout` you were "
+                "given",
             )
         # An op sent to the frozen worker (logged when sent, before it waits) relied on the
         # keepalive; Max is the checker's own warm-up op, whose log line can come late.
@@ -670,9 +669,8 @@ def task3(answer: Any, cluster: Any) -> str:
                 f"with worker {frozen} frozen: your function sent it an op ({', '.join(sent)}), "
                 "which waited until the gRPC keepalive of apply_grpc_options() gave up; the "
                 "None came from TensorFlow's error, not from a wait your function bounded",
-                "without that keepalive the op would wait forever. Before you send a worker "
-                "anything, find out whether it answers at all, waiting at most `timeout` (the "
-                "text of Task 3 names a tool for it)",
+                "without that keepalive the op would wait forever: your function sent an op to "
+                "a worker it had not seen answer within `timeout`",
             )
         _restore(cluster, process, f"worker/{killed}")  # worker 0 resumed, answering
         cluster.kill(f"worker/{killed}")
@@ -682,9 +680,8 @@ def task3(answer: Any, cluster: Any) -> str:
             jobs,
             {killed: "killed"},
             f"worker {killed} killed",
-            "a killed worker never answers again: a loop that retries until it does never "
-            "ends. Ask with a wait that you bound (the text of Task 3 names a tool for it) "
-            "and give up on a worker that did not answer",
+            "a killed worker never answers again: your function kept waiting for it, or "
+            "asking it again, past the `timeout` you were given",
         )
     finally:
         _restore(cluster, process, f"worker/{killed}")

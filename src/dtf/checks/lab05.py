@@ -30,7 +30,6 @@ from dtf.checks.core import (
     expect_close,
     expect_kind,
     expect_number,
-    expected_got,
     full_float32,
     numbered,
     short,
@@ -169,7 +168,8 @@ def _shards(strategy: Any, got: Any, n: int, limit: int, what: str) -> list[list
         )
     expect_kind(got, tf.distribute.DistributedDataset, "a distributed dataset", what=what)
     together = (
-        "keep x and y together in one dataset, and batch that dataset, not x and y separately"
+        "somewhere between the arrays and the replicas x and y were ordered apart: each label "
+        "must stay with its example"
     )
     batches: list[list[np.ndarray]] = []
     for element in got:
@@ -191,7 +191,7 @@ TASK1_MISTAKES = (
     Mistake(
         lambda sizes, **_: not sizes,
         "for {what}: the dataset is empty",
-        "batch (x, y); do not filter it",
+        "no example of (x, y) reached the replicas: look at what your dataset leaves out",
     ),
     Mistake(
         lambda sizes, per, n, **_: n > 1 and sum(sizes[0]) == per,
@@ -202,7 +202,8 @@ TASK1_MISTAKES = (
     ),
     Mistake(
         lambda ids, sizes, full, **_: len(np.unique(ids)) != len(ids) or len(sizes) > full + 1,
-        "for {what}: expected {full} global batches of {g}, got more, with examples seen twice",
+        "for {what}: your dataset gave more global batches of {g} than one pass holds, with "
+        "examples seen twice",
         "one pass over the data: every example once",
     ),
     Mistake(
@@ -212,18 +213,19 @@ TASK1_MISTAKES = (
         "for {what}: the last global batch holds only {last_total} examples, and the replicas "
         "get {last} of them{empty}: unequal shards, a loss that must be divided by another "
         "global batch size, and a new input shape for the tf.function to trace",
-        "the task asks for full global batches only: batch() can leave the smaller last one out",
+        "the task asks for full global batches only: your last global batch is partial",
     ),
     Mistake(
         lambda uneven, **_: uneven is not None,
-        "for the examples per replica in batch {uneven} of {what}: expected {shown_even}, "
-        "got {shown_uneven}",
+        "for {what}: in batch {uneven} the replicas get {shown_uneven} examples, not "
+        "per_replica_batch={per} each",
         "every step is one full global batch of {g} examples, split equally among the replicas",
     ),
     Mistake(
         lambda sizes, full, **_: len(sizes) != full,
-        "for the number of global batches of {g} for {what}: expected {full}, got {count}",
-        "one pass over all of (x, y), in full global batches",
+        "for {what}: your dataset gave {count} global batch(es) of {g}, which is not one pass "
+        "over (x, y) in full global batches",
+        "every full global batch of (x, y) is a step: your dataset leaves some out",
     ),
     Mistake(
         lambda **_: True,
@@ -261,7 +263,7 @@ def task1(answer: Any, strategy: Any) -> str:
                 ids=np.concatenate([s for b in batches for s in b]) if batches else [],
                 first=_counts(sizes[0]) if sizes else "", last=_counts(last),
                 last_total=sum(last), empty=" (some get an empty batch)" if 0 in last else "",
-                uneven=uneven, shown_even=repr(_counts(even)), count=len(sizes),
+                uneven=uneven, count=len(sizes),
                 shown_uneven=repr(_counts(sizes[uneven])) if uneven is not None else "",
             )  # fmt: skip
         shapes.append(f"{g} = {per} × {n}")
@@ -273,11 +275,6 @@ def task1(answer: Any, strategy: Any) -> str:
 
 # --------------------------------------------------------------------------- task 2
 
-_SHARE_HINT = (
-    "a replica's share is the sum of its per-example losses divided by the global batch size "
-    "(the text of Task 2 names TensorFlow's function for it)"
-)
-
 
 def _near(a: float, b: float, atol: float = 1e-5) -> bool:
     return bool(np.isclose(a, b, atol=atol, rtol=0))
@@ -288,41 +285,42 @@ def _near(a: float, b: float, atol: float = 1e-5) -> bool:
 TASK2_MISTAKES = (
     Mistake(
         lambda value, shard, **_: len(shard) > 0 and _near(value, shard.mean()),
-        "{shown}: that is the mean over this replica's {size} examples only (tf.reduce_mean, "
-        "or compute_average_loss without global_batch_size). Summed over the {n} replicas it "
-        "is {n} times the mean loss of the global batch, and so are the gradients the "
-        "all-reduce adds up",
-        _SHARE_HINT,
+        "{shown}: that is the mean over this replica's {size} examples only. Summed over the "
+        "{n} replicas it is {n} times the mean loss of the global batch, and so are the "
+        "gradients the all-reduce adds up",
+        "your share is averaged over this replica's examples, not over the global batch",
     ),
     Mistake(
         lambda value, shard, **_: len(shard) == 0 and not np.isfinite(value),
         "{shown}: a replica whose shard is empty (a global batch smaller than the number of "
         "replicas) got NaN, the mean of no numbers, which would spoil every weight at the "
         "all-reduce; an empty shard must give a scalar 0",
-        _SHARE_HINT + ", which gives 0 for an empty shard",
+        "your function divides by the number of examples of the shard, which is 0 here",
     ),
     Mistake(
         lambda value, shard, n, **_: len(shard) > 0 and _near(value, shard.mean() / n),
         "{shown}: that is the replica's mean divided by the number of replicas, right only "
         "when every replica has as many examples; here they have {shards}",
-        _SHARE_HINT,
+        "your share assumes equal shards: the number of replicas does not count the global "
+        "batch's examples",
     ),
     Mistake(
         lambda value, shard, **_: len(shard) > 0 and _near(value, shard.sum(), 1e-4),
         "{shown}: that is the sum of the losses",
-        _SHARE_HINT,
+        "your share is this replica's losses at full weight, not a share of the global "
+        "batch's mean",
     ),
     Mistake(
         lambda value, shard, probs, total, **_: (
             len(shard) > 0 and _near(value, probs.sum() / total)
         ),
         "{shown}: the logits were taken for probabilities",
-        "the model returns logits, not probabilities: tell the loss so",
+        "the model returns logits, not probabilities: your loss read them as probabilities",
     ),
     Mistake(
         lambda **_: True,
-        hint="the per-example losses are the cross-entropies of the class numbers and the logits; "
-        + _SHARE_HINT,
+        hint="your share is none of the usual slips (a mean of the shard, a plain sum): look at "
+        "the per-example losses you compute, then at what you divide them by",
     ),
 )
 
@@ -384,7 +382,7 @@ def task2(answer: Any) -> str:
             if not _near(value, expected):
                 diagnose(
                     TASK2_MISTAKES,
-                    shown=f"for {what}: expected {expected:.6g}, got {value:.6g}",
+                    shown=f"for {what}: your share is {value:.6g}",
                     value=value, shard=shard, probs=probs[start:stop], total=total,
                     n=len(sizes), size=size, shards=_counts(sizes),
                 )  # fmt: skip
@@ -424,6 +422,17 @@ TASK3_MISTAKES = (
         "call, which would be inside the tf.function on the first step",
         "the task names the lab's network: it has an Input, so its variables are created at "
         "once, where it is created",
+    ),
+    Mistake(
+        lambda shapes, lab_shapes, **_: shapes != lab_shapes,
+        "the first item is not the lab's network: its weights have the shapes {shapes}",
+        "the task names the network to return: yours has other layers",
+    ),
+    Mistake(
+        lambda same_weights, **_: not same_weights,
+        "the first item has the layers of the lab's network but other initial weights",
+        "the lab's network starts from seeded weights, the same at every call, so that tasks "
+        "4 and 5 can compare it with one device: your model was made another way",
     ),
     Mistake(
         lambda outside, **_: outside,
@@ -489,6 +498,8 @@ def task3(answer: Any, strategy: Any) -> str:
     expect_kind(model, keras.Model, "a Keras model", what="the first item")
     expect_kind(optimizer, keras.optimizers.Optimizer, "a Keras optimizer", what="the second item")
     variables = list(model.trainable_variables)
+    weights = [as_array(v) for v in model.get_weights()]
+    lab_weights = make_model().get_weights()
     outside = [_variable_label(model, v) for v in variables if not _created_in_scope(strategy, v)]
     momentums = list(getattr(optimizer, "momentums", []))
     settings = (
@@ -504,6 +515,8 @@ def task3(answer: Any, strategy: Any) -> str:
         optimizer_outside=not _created_in_scope(strategy, optimizer.iterations),
         optimizer_mirrored=all(_created_in_scope(strategy, v) for v in optimizer.variables),
         wanted=("SGD", LEARNING_RATE, MOMENTUM),
+        shapes=[tuple(w.shape) for w in weights], lab_shapes=[w.shape for w in lab_weights],
+        same_weights=all_close(lab_weights, weights, 0, 0),
     )  # fmt: skip
     return (
         f"the model's {len(variables)} variables and the optimizer's "
@@ -545,8 +558,7 @@ def _loss_of(value: Any, what: str) -> float:
         raise Wrong(
             f"{what} returned the replicas' losses, one per replica, not the loss of the "
             "global batch",
-            "the strategy turns per-replica values into one: choose its ReduceOp knowing that "
-            "each replica's loss is already divided by the global batch",
+            "the strategy turns per-replica values into one: your step returned them without that",
         )
     return expect_number(
         value,
@@ -579,7 +591,7 @@ TASK4_MISTAKES = (
     Mistake(
         lambda initial, got, **_: all_close(initial, got, 0, 0),
         "after {steps} steps the weights are still the initial ones",
-        "the optimizer must apply the gradients, on every replica, once per step",
+        "your step never updated the weights: look at where the gradients should be applied",
     ),
     Mistake(
         lambda n, expected, scaled, got, **_: (
@@ -588,8 +600,8 @@ TASK4_MISTAKES = (
         "the weights after {steps} steps are those of single-device training with steps {n} "
         "times too large: each replica's loss was the mean over its own shard, and the "
         "all-reduce adds up the {n} replicas' gradients",
-        "each replica's loss must be divided by the global batch, as your replica_loss "
-        "(Task 2) does: does your step use it?",
+        "your step's loss is a mean over each replica's own shard: does your step compute it "
+        "with your replica_loss (Task 2)?",
     ),
     Mistake(
         lambda n, expected, got, expected_losses, losses, **_: (
@@ -597,10 +609,9 @@ TASK4_MISTAKES = (
             and all_close(expected, got, ATOL, 0)
             and all_close(np.array(expected_losses) / n, losses, ATOL, 0)
         ),
-        "for the loss train_step returned at each of the {steps} steps: expected "
-        "{shown_expected}, got {shown_losses}; the weights are right, but the loss is {n} "
-        "times too small: ReduceOp.MEAN averaged the replicas' losses, each of which is "
-        "already divided by the global batch",
+        "for the loss train_step returned at each of the {steps} steps, {shown_losses}: the "
+        "weights are right, but the loss is {n} times too small: ReduceOp.MEAN averaged the "
+        "replicas' losses, each of which is already divided by the global batch",
         "each replica's loss is already a share of the global batch's loss: which ReduceOp "
         "turns the shares into the whole?",
     ),
@@ -647,7 +658,7 @@ def task4(answer: Any, strategy: Any) -> str:
         TASK4_MISTAKES,
         steps=STEPS, n=n, initial=initial, got=got, expected=expected, scaled=scaled,
         losses=losses, expected_losses=expected_losses,
-        shown_expected=short(np.array(expected_losses)), shown_losses=short(np.array(losses)),
+        shown_losses=short(np.array(losses)),
     )  # fmt: skip
     names = [
         f"{_variable_label(model, v)} after {STEPS} steps (vs. single-device training)"
@@ -706,7 +717,8 @@ def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
         raise Wrong(f"expected a list of numbers, one loss per step, got {short(losses)}") from None
     if len(losses) != steps:
         raise Wrong(
-            expected_got(steps, len(losses), f"the number of steps of one epoch ({len(x)} // {g})"),
+            f"your epoch ran {len(losses)} steps, not one per full global batch of {g} of the "
+            f"{len(x)} examples",
             "one step per full global batch of your distribute(...) (Task 1)"
             if len(losses) > steps
             else "your distribute(...) takes the per-replica batch, not the global one",
@@ -941,25 +953,26 @@ TASK7_MISTAKES = (
         ),
         _NOT_LARGEST,
         "you added up the ops' durations: ops on several threads run at the same time, and an "
-        "asynchronous op's duration is mostly waiting, so time is counted several times; "
-        "count each moment once, as trace_reading.breakdown does",
+        "asynchronous op's duration is mostly waiting, so your share counts overlapping time "
+        "several times",
     ),
     Mistake(
         lambda kind, want_kind, **_: kind != want_kind == "idle",
         _NOT_LARGEST,
-        "a moment in which no op runs counts too (idle): compare every column of "
-        "trace_reading.breakdown, idle included",
+        "your kind is not the one with the largest share: look at which kinds of time your "
+        "comparison leaves out",
     ),
     Mistake(
         lambda kind, want_kind, **_: kind != want_kind,
         _NOT_LARGEST,
-        "the bottleneck is the column of trace_reading.breakdown with the largest share of the "
-        "traced steps' total time, all steps together",
+        "your kind is not the one with the largest share of the traced steps' total time, all "
+        "steps together",
     ),
     Mistake(
         lambda share, **_: share > 1,
         _NOT_SHARE,
-        "a share is a fraction of the steps' time, between 0 and 1, not milliseconds",
+        "your share is more than 1: a share is a fraction of the steps' time, between 0 and 1, "
+        "not milliseconds",
     ),
     Mistake(
         lambda share, per_step, **_: any(
@@ -1118,8 +1131,8 @@ def task7(answer: Any, logdir: Any) -> str:
             raise Wrong(
                 "right for the lab's trace, but for a second trace (matrix products on one "
                 f"device, captured by the checker): {wrong.args[0]}",
-                "compute the answer from the trace under the logdir you are given, not from "
-                "this lab's step",
+                "your answer holds for this lab's step only: it does not come from the trace "
+                "under the logdir you are given",
             ) from None
     # Not the second trace's numbers: they change from one capture to the next.
     return (

@@ -33,7 +33,6 @@ from dtf.checks.core import (
     diagnose,
     expect_kind,
     expect_number,
-    expected_got,
     listed,
     numbered,
     short,
@@ -203,7 +202,7 @@ def _check_folders(folders: dict, base: str, what: str, cluster: dict | None) ->
                 f"for {what}: worker 0 would save into the real folder too, beside the chief "
                 "(chief 0): two processes writing the same checkpoint files",
                 "worker 0 is the chief only in a cluster without a 'chief' job (TensorFlow's "
-                "rule): look for 'chief' in config['cluster'] first",
+                "rule): your test of who is the chief missed this cluster's 'chief' job",
             )
         if folder == base:
             raise Wrong(
@@ -260,7 +259,7 @@ def _save_everywhere(started: dict, chief: Any, base: str, what: str) -> list:
             raise Wrong(
                 f"for {what}: {_label(t)}'s manager could not save into {_shown(folder, base)} "
                 f"({error_line(exc)})",
-                "give it a folder inside base",
+                "that folder is not one the task allows: every folder is base, or one inside it",
             ) from None
     latest = tf.train.latest_checkpoint(base)
     holds = latest and int(tf.train.load_variable(latest, "task/.ATTRIBUTES/VARIABLE_VALUE"))
@@ -308,7 +307,8 @@ def task1(answer: Any, num_workers: int) -> str:
             if any(int(s[0].task.numpy()) != -1 for s in started.values()):
                 raise Wrong(
                     f"for {what}: a checkpoint changed although base held no checkpoint",
-                    "restore only the latest checkpoint of base, when there is one",
+                    "your function restored something although there was nothing to restore: "
+                    "look at what it restores when base is empty",
                 )
             _check_folders({t: s[2] for t, s in started.items()}, base, what, cluster)
             order = _save_everywhere(started, chief_of(cluster), base, what)
@@ -387,10 +387,9 @@ def _as_tasks(value: Any, what: str) -> list[int]:
 FAILED_MISTAKES = (
     Mistake(
         lambda failed, errored, **_: failed == errored,
-        "for {what}: you named {named}, the workers that reported an error: they noticed the "
-        "failure; the killed {killed} reported nothing",
-        "a killed process says nothing: its exit status does. A worker ended by a signal has "
-        "a negative returncode (-9: SIGKILL)",
+        "for {what}: you named {named}, the workers that reported an error: a worker that "
+        "reports an error noticed the failure, it did not cause it",
+        "a killed process reports nothing: how each worker ended shows in its result's returncode",
     ),
     Mistake(
         lambda failed, nonzero, **_: failed == nonzero,
@@ -400,9 +399,25 @@ FAILED_MISTAKES = (
         "returncode",
     ),
     Mistake(
-        lambda **_: True,
-        "for the failed workers of {what}: expected {want_failed}, got {failed}",
+        lambda unknown, **_: unknown,
+        "for {what}: your failed list {failed} names {unknown}, not a task of results",
+        "failed lists keys of results",
+    ),
+    Mistake(
+        lambda extra, **_: extra,
+        "for {what}: your failed list {failed} names a worker that reported an error",
+        "a worker that reports an error noticed the failure: what does each result's "
+        "returncode say?",
+    ),
+    Mistake(
+        lambda missing, **_: missing,
+        "for {what}: your failed list {failed} leaves out a worker that reported no error",
         "several workers can fail together: what does each result's returncode say?",
+    ),
+    Mistake(
+        lambda **_: True,
+        "for {what}: your failed list {failed} names a worker more than once",
+        "one entry for each worker that failed",
     ),
 )
 #: Task 2: the known wrong ``noticed`` dicts, then seconds, over the same facts.
@@ -413,8 +428,20 @@ NOTICED_MISTAKES = (
         "only the workers that reported an error noticed the failure",
     ),
     Mistake(
+        lambda unknown, **_: unknown,
+        "for {what}: noticed has an entry for {unknown}, not a task number of results",
+        "noticed is keyed by the task numbers of results",
+    ),
+    Mistake(
+        lambda missing, **_: missing,
+        "for {what}: your noticed, with entries for {named}, leaves out a worker that reported "
+        "an error",
+        "one entry for every worker that reported an error, the failed ones left out",
+    ),
+    Mistake(
         lambda **_: True,
-        "for the workers in noticed, for {what}: expected {want_keys}, got {keys}{missing}",
+        "for {what}: your noticed, with entries for {named}, is not one entry for each worker "
+        "that reported an error",
         "one entry for every worker that reported an error, the failed ones left out",
     ),
 )
@@ -439,7 +466,7 @@ SECONDS_MISTAKES = (
     ),
     Mistake(
         lambda **_: True,
-        "{who}: expected {want:.4f} s from the kill to its error, got {value:.4f}",
+        "{who}: you returned {value:.4f} s, which is not the time from the kill to its error",
         "from the kill to the worker's error: look at which stamps you subtract",
     ),
 )
@@ -453,22 +480,27 @@ def _compare_diagnosis(
     failed = _as_tasks(got[0], what)
     if failed != want_failed:
         errored = sorted(t for t, r in results.items() if r.error is not None)
+        unknown = [t for t in failed if t not in results]
         diagnose(
             FAILED_MISTAKES,
-            what=what, failed=failed, want_failed=want_failed, errored=errored,
+            what=what, failed=failed, errored=errored,
             nonzero=sorted(t for t, r in results.items() if r.returncode != 0),
-            named=_workers(failed), killed=_workers(want_failed), noticers=_workers(errored),
+            named=_workers(failed), noticers=_workers(errored),
+            unknown=listed([str(t) for t in unknown]),
+            extra=[t for t in failed if t in results and t not in want_failed],
+            missing=[t for t in want_failed if t not in failed],
         )  # fmt: skip
     noticed = dict(expect_kind(got[1], Mapping, "noticed as a dict {task: seconds}", what=what))
     keys = sorted(int(k) if isinstance(k, (int, np.integer)) else k for k in noticed)
     want_keys = sorted(want_noticed)
     if keys != want_keys:
-        missing = [t for t in want_keys if t not in keys]
         dead = [k for k in keys if k in want_failed]
+        unknown = [k for k in keys if k not in want_keys and k not in want_failed]
         diagnose(
             NOTICED_MISTAKES,
-            what=what, keys=keys, want_keys=want_keys, dead=_workers(dead) if dead else "",
-            missing=f"; {_workers(missing)} reported an error too" if missing else "",
+            what=what, dead=_workers(dead) if dead else "",
+            unknown=listed([repr(k) for k in unknown]), named=_workers(keys) if keys else "none",
+            missing=[t for t in want_keys if t not in keys],
         )  # fmt: skip
     for t in want_keys:
         value = expect_number(
@@ -584,7 +616,9 @@ def _learner_ids(stream: Any, batches: int, what: str) -> list[np.ndarray]:
         )
     hint = "the task asks for the tf.data.Dataset itself"
     expect_kind(stream, tf.data.Dataset, "a tf.data.Dataset", hint, what=what)
-    together = "keep x and y together in one dataset"
+    together = (
+        "somewhere in your stream x and y were ordered apart: each label must stay with its example"
+    )
     return [numbered_labels(element, what, together) for element in stream.take(batches)]
 
 
@@ -607,6 +641,9 @@ def _skipped_batches(x, y, g: int, seed: int, r: int, got: list) -> bool:
     return bool(far) and np.array_equal(far[0], got[0])
 
 
+_RAISED_STREAM_HINT = (
+    "your function raised before returning a stream: call it in a new cell to see where"
+)
 _COUNT_BATCHES_HINT = "each step trained on one global batch: count what you skip in batches"
 
 #: Task 3: the known wrong streams, over the facts of :func:`_check_stream` (``start``: where
@@ -675,16 +712,16 @@ STREAM_MISTAKES = (
         "the restarted workers must leave out the batches the restored steps trained on",
     ),
     Mistake(
-        lambda batch, r, **_: abs(batch - r) == 1,
-        "for {what}: your stream starts with batch {batch1} of the workers' stream; the next "
-        "step, {r1}, trains on batch {r1}",
+        lambda batch, r, **_: batch < r,
+        "for {what}: your stream starts with batch {batch1} of the workers' stream, which a "
+        "restored step already trained on",
         "steps 1 to restored_step trained on exactly restored_step batches: count again",
     ),
     Mistake(
         lambda **_: True,
-        "for {what}: your stream starts with batch {batch1} of the workers' stream; the next "
-        "step, {r1}, trains on batch {r1}",
-        "one batch per step trained: count again",
+        "for {what}: your stream starts with batch {batch1} of the workers' stream: it leaves "
+        "out batches that no restored step trained on",
+        "steps 1 to restored_step trained on exactly restored_step batches: count again",
     ),
 )
 
@@ -696,7 +733,7 @@ def _check_stream(answer: Any, global_batch: int, restored: int, seed: int) -> N
     g, r, k = global_batch, restored, STREAM_BATCHES
     what = f"a global batch of {g} resumed after step {r}"
     x, y = numbered(STREAM_EXAMPLES)
-    hint = "build the workers' stream, then skip what the restored steps trained on"
+    hint = _RAISED_STREAM_HINT
     stream = call_function(answer, x, y, g, seed, r, hints=(("raised", hint),), where=what)
     got = _learner_ids(stream, k, what)
     reference = _ids(global_batches(x, y, g, seed), r + k + 2)
@@ -781,7 +818,7 @@ def _resume_on(answer: Any, global_batch: int, restored: int, steps: int, seed: 
         restore = tf.train.Checkpoint(model=model, optimizer=optimizer, step=step).restore(path)
         restore.assert_consumed()
     start = int(step.numpy())
-    raised = (("raised", "build the workers' stream, then skip"),)
+    raised = (("raised", _RAISED_STREAM_HINT),)
     where = f"the digits resumed after step {start}"
     stream = call_function(answer, x, y, global_batch, seed, start, hints=raised, where=where)
     _train(model, optimizer, stream, steps - start, global_batch)
@@ -1059,7 +1096,8 @@ def _check_restart(failing: FailingLauncher, config, n: int, steps: int, fail_at
         got = restored[0]["step"] if restored else 0
         if got != saved:
             raise Wrong(
-                expected_got(saved, got, f"the step worker {t} resumed from in run 2, for {what}"),
+                f"for {what}: worker {t} resumed run 2 from step {got}, not from the chief's "
+                "latest checkpoint",
                 "the restarted workers restore the chief's latest checkpoint from the "
                 "checkpoint_dir of the config they are started with",
             )

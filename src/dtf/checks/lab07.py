@@ -28,7 +28,6 @@ from dtf.checks.core import (
     call_function,
     diagnose,
     expect_kind,
-    expected_got,
     short,
     task,
 )
@@ -147,27 +146,30 @@ def _parse_tf_config(got: Any, what: str) -> dict:
     return expect_kind(value, dict, 'a JSON object {"cluster": ..., "task": ...}', what=what)
 
 
+_TASK_OBJECT_HINT = 'the task is an object of two keys: its job, "type", and its index, "index"'
+
+
 def _check_task(got: Any, want: dict, what: str) -> None:
     job, index = want["type"], want["index"]
     if isinstance(got, str):
         raise Wrong(
-            f'for {what}: expected "task" to be an object {json.dumps(want)}, got the text {got!r}',
-            'the task is an object of two keys: its job, "type", and its index, "index"',
+            f'for {what}: your "task" is the text {got!r}, not an object',
+            _TASK_OBJECT_HINT,
         )
     if not isinstance(got, Mapping):
-        raise Wrong(expected_got(want, got, f'{what}, "task"'))
+        raise Wrong(f'for {what}: your "task" is {short(got)}, not an object', _TASK_OBJECT_HINT)
     if set(got) != {"type", "index"}:
         raise Wrong(
-            expected_got(sorted(want), sorted(got), f'{what}, the keys of "task"'),
+            f'for {what}: the keys of your "task" are {sorted(got)}',
             'TensorFlow reads task["type"] (the job\'s name) and task["index"]; '
             "job_name/task_index are TF1's command-line flags, not TF_CONFIG keys",
         )
     kind, number = got["type"], got["index"]
     if kind != job:
-        shown = expected_got(job, kind, f"{what}, the task's type")
+        shown = f"for {what}: your task's type is {short(kind)}"
         diagnose(TYPE_MISTAKES, shown=shown, got=kind, job=job)
     if number != index or isinstance(number, bool) or not isinstance(number, int):
-        shown = expected_got(index, number, f"{what}, the task's index")
+        shown = f"for {what}: your task's index is {short(number)}"
         diagnose(INDEX_MISTAKES, shown=shown, number=number, index=index)
 
 
@@ -179,24 +181,24 @@ def _text(value: Any) -> bool:
 TYPE_MISTAKES = (
     Mistake(
         lambda got, job, **_: _text(got) and got.lower() == job,
-        hint="{got!r} is how a TFJob names the replica type; TensorFlow's job name is {job!r}, as "
-        'in the cluster (a server asked for {got!r} fails: Job "{got}" was not defined in '
-        "cluster)",
+        hint="{got!r} is how a TFJob names the replica type, not TensorFlow's job name, which is "
+        'spelled as in the cluster (a server asked for {got!r} fails: Job "{got}" was not '
+        "defined in cluster)",
     ),
     Mistake(
         lambda got, **_: _text(got) and got.startswith("/job:"),
-        hint="the job's name alone, {job!r}, not a device name",
+        hint="your type is a device name, not the job's name alone",
     ),
     Mistake(
         lambda **_: True,
-        hint='"type" is the job the task belongs to, the `job` argument ({job!r})',
+        hint='your "type" is not the job the task belongs to: look at the `job` argument',
     ),
 )
 #: Task 1: the known wrong ``"index"``.
 INDEX_MISTAKES = (
     Mistake(
         lambda number, index, **_: _text(number) and number.strip() == str(index),
-        hint="the index is a number, {index}, not the text {number!r}: TFConfigClusterResolver "
+        hint="your index is the text {number!r}, not a number: TFConfigClusterResolver "
         "happens to convert it with int(), but the server command of the course's manifests, "
         "tf.distribute.Server(..., task_index=...), refuses a str (TypeError)",
     ),
@@ -241,7 +243,7 @@ CLUSTER_MISTAKES = (
 
 def _check_cluster(got: Any, want: dict, what: str, task_: Task) -> None:
     if got != want:
-        shown = expected_got(want, got, f'{what}, "cluster"')
+        shown = f'for {what}: your "cluster" is {short(got)}'
         diagnose(CLUSTER_MISTAKES, shown=shown, got=got, want=want, job=task_.job)
 
 
@@ -369,22 +371,17 @@ def task1(answer: Any, cluster: Any) -> str:
         want = json.loads(tf_config(jobs, task_))
         if set(value) != {"cluster", "task"}:
             tf1 = {"job_name", "task_index", "task_type", "type", "index"} & set(value)
-            hint = (
-                'TF_CONFIG holds two keys: "cluster" (the whole spec) and "task" '
-                '({"type": job, "index": index})'
-            )
+            hint = 'a TF_CONFIG has two keys, "cluster" and "task": yours has others'
             if tf1:
-                hint += '; the task\'s job and index go inside "task"'
-            raise Wrong(
-                expected_got(["cluster", "task"], sorted(value), f"{where}, the keys"), hint
-            )
+                hint += f"; the task's own keys ({', '.join(sorted(tf1))}) are at its top level"
+            raise Wrong(f"for {where}: your TF_CONFIG has the keys {sorted(value)}", hint)
         seen = _tensorflow_check(got, value, want, where, task_)
         _check_task(value["task"], want["task"], where)  # the index a number, as JSON
         if (seen["type"], seen["index"]) != (task_.job, task_.index):
             raise Wrong(
-                expected_got(str(task_), f"{seen['type']}/{seen['index']}", where),
-                'TFConfigClusterResolver reads task_type from task["type"] and task_id from '
-                'task["index"]',
+                f"for {where}: TensorFlow reads your TF_CONFIG as the task "
+                f"{seen['type']}/{seen['index']}, not the one asked for",
+                'look at the job and the index your "task" holds',
             )
         _check_cluster(seen["cluster"], want["cluster"], where, task_)
         views.append((task_, seen))
@@ -482,7 +479,8 @@ def task2(answer: Any, cluster: Any) -> str:
         if isinstance(got, list):
             got = tuple(got)
         if got != want:
-            diagnose(READS_MISTAKES, shown=expected_got(want, got, what), got=got, before=before)
+            shown = f"for {what}: your function returned {short(got)}"
+            diagnose(READS_MISTAKES, shown=shown, got=got, before=before)
         if reads.call_count == 0:
             raise Wrong(
                 f"for {what}: your function read the text itself and never asked TensorFlow's "
@@ -527,8 +525,8 @@ def _address_hint(got: Any, name: str, job: str, index: int, port: int) -> str:
         )
     if host.startswith(f"{pod}.{name}."):
         return (
-            "leave the namespace and the cluster domain out: the pods' DNS search path adds "
-            "them, so the same spec works in any namespace"
+            "your address names the namespace and the cluster domain, which the pods' DNS "
+            "search path adds: the same spec must work in any namespace"
         )
     if host == f"{job}-{index}.{name}":
         return (
@@ -561,7 +559,7 @@ def task3(answer: Any, name: str, counts: Any, port: int) -> str:
         expect_kind(got, Mapping, "a dict {job: ['host:port', ...]}", what=what)
         if sorted(got) != sorted(want):
             raise Wrong(
-                expected_got(sorted(want), sorted(got), f"{what}, the jobs"),
+                f"for {what}: your jobs are {sorted(got)}, not those of `counts`",
                 "one entry per job of `counts`, with the same names: a cluster spec keeps "
                 "TensorFlow's job names",
             )
@@ -575,7 +573,7 @@ def task3(answer: Any, name: str, counts: Any, port: int) -> str:
             have = list(have)
             if len(have) != len(addresses):
                 raise Wrong(
-                    expected_got(len(addresses), len(have), f"{what}, tasks of {job!r}"),
+                    f"for {what}: job {job!r} has {len(have)} address(es), not counts[{job!r}]",
                     "one address per task: counts[job] of them, indices 0 to counts[job] - 1",
                 )
             for index, (a, b) in enumerate(zip(addresses, have, strict=True)):
@@ -740,15 +738,13 @@ def task4(answer: Any, name: str) -> str:
         want_counts, got_counts = _replica_counts(good), _replica_counts(got)
         if got_counts != want_counts:
             raise Wrong(
-                expected_got(want_counts, got_counts, f"{what}, the replicas"),
-                "keep every replica spec and its number of replicas: only the spelling of "
-                "the type, the type of the number and the container's name change",
+                f"for {what}: your repair changed the replicas, to {got_counts}",
+                "a repair leaves every replica spec and its number of replicas as they were",
             )
         place = _first_difference(good, got)
         if place is not None:
             raise Wrong(
-                f"for {what}: your repair also changed {place}: expected "
-                f"{short(_lookup(good, place))}, got {short(_lookup(got, place))}",
+                f"for {what}: your repair also changed {place}, to {short(_lookup(got, place))}",
                 "a repair fixes what the validator names and leaves everything else as it "
                 "was (image, command, ports, labels, the other containers)",
             )
@@ -812,8 +808,7 @@ def task5(answer: Any, name: str, port: int) -> str:
                     f"for {where}: {exc.detail}",
                     "the manifests can come in any order (here "
                     + ", ".join(f"{m['kind']} {m['metadata']['name']}" for m in manifests)
-                    + "): look the Job up by its kind and its name or label, not by its "
-                    "position in the list",
+                    + "): your function depends on their order",
                 ) from None
             raise
         if isinstance(got, str):
@@ -838,10 +833,11 @@ def task5(answer: Any, name: str, port: int) -> str:
             task_of = got.get("task")
             if isinstance(task_of, Mapping) and task_of.get("type") == task_.job:
                 hint = "the right Job, but another pod's index: which index did you expand?"
-            raise Wrong(expected_got(want["task"], task_of, f'{where}, "task"'), hint)
+            raise Wrong(f'for {where}: your "task" is {short(task_of)}, not this pod\'s', hint)
         if dict(got) != want:
             raise Wrong(
-                expected_got(want, dict(got), where),
+                f"for {where}: your TF_CONFIG differs from this pod's at "
+                f"{_first_difference(want, dict(got)) or '(top)'}",
                 "the task asks for the whole TF_CONFIG of that container, parsed",
             )
         # What the pod's strategy will make of it: TensorFlow's own reading and validation.
