@@ -378,7 +378,7 @@ def test_a_print_split_into_several_stream_messages_reads_as_one():
 
 
 #: Labs whose tasks are written as *Goal*, *Your answer*, *Constraints*, *How it is checked*.
-STATED_PARTS_LABS = ("01", "02", "03")
+STATED_PARTS_LABS = ("01", "02", "03", "04", "05", "06", "07")
 
 
 # The lab's text, hints and docstrings against the solution code: tests/test_checks_hints.py.
