@@ -1041,7 +1041,8 @@ def trace_slow_step(strategy: Any, x: Any, y: Any, global_batch: int, steps: int
         return x, y
 
     data = tf.data.Dataset.from_tensor_slices((x, y)).repeat().map(blur)
-    batches = iter(strategy.experimental_distribute_dataset(data.batch(global_batch, True)))
+    distributed = strategy.experimental_distribute_dataset(data.batch(global_batch, True))
+    batches = {"iterator": iter(distributed)}  # cleared at the end, whoever still holds it
     with strategy.scope():
         model, optimizer = make_model(), _optimizer()
         optimizer.build(model.trainable_variables)
@@ -1060,17 +1061,27 @@ def trace_slow_step(strategy: Any, x: Any, y: Any, global_batch: int, steps: int
         return strategy.reduce("sum", strategy.run(replica_step, args=batch), axis=None)
 
     logdir = tempfile.mkdtemp(prefix="lab05_slow_step_")
-    for _ in range(2):  # the first call traces the tf.function
-        slow_step(next(batches)).numpy()
-    tf.profiler.experimental.start(logdir)
+    try:
+        for _ in range(2):  # the first call traces the tf.function
+            slow_step(next(batches["iterator"])).numpy()
+        _trace_steps(logdir, lambda: slow_step(next(batches["iterator"])).numpy(), steps)
+    finally:
+        batches.clear()  # an iterator over a py_function left to kernel shutdown can hang it
+    return logdir
+
+
+def _trace_steps(logdir: Any, step: Any, steps: int) -> None:
+    """Profile ``steps`` calls of ``step`` into ``logdir``, each marked ``Trace("train",
+    step_num=i)``, the markers :mod:`dtf.profiling` reads."""
+    import tensorflow as tf
+
+    tf.profiler.experimental.start(str(logdir))
     try:
         for i in range(steps):
             with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                slow_step(next(batches)).numpy()
+                step()
     finally:
-        tf.profiler.experimental.stop()
-        del batches  # an iterator over a py_function left to kernel shutdown can hang it
-    return logdir
+        tf.profiler.experimental.stop()  # writes the trace; also if a step failed
 
 
 def compute_bound_trace(logdir: Any) -> None:
@@ -1087,13 +1098,7 @@ def compute_bound_trace(logdir: Any) -> None:
         return tf.reduce_sum(m)
 
     chain(a).numpy()  # traced before the profile
-    tf.profiler.experimental.start(str(logdir))
-    try:
-        for i in range(TRACED_STEPS):
-            with tf.profiler.experimental.Trace("train", step_num=i, _r=1):
-                chain(a).numpy()
-    finally:
-        tf.profiler.experimental.stop()
+    _trace_steps(logdir, lambda: chain(a).numpy(), TRACED_STEPS)
 
 
 def _judge_trace(answer: Any, logdir: Any) -> str:
