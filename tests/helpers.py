@@ -1,44 +1,154 @@
 """Helpers that test modules import (conftest.py keeps only pytest's hooks and fixtures).
 
 TensorFlow fixes its device layout once per process, so tests of device configuration run
-small scripts in fresh Python processes (each import of TensorFlow costs ~3 s: the scripts
-check several things at once)."""
+small scripts in processes of their own: fresh, or forked from one that imported TensorFlow
+and ran no op (tests/script_server.py). Each checks several things at once."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from dtf.quiet import SETTINGS as quiet_settings
+
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+#: A forked script's TensorFlow was imported under these: dtf.quiet's settings.
+FORKED_ENV = dict(quiet_settings)
 #: Where ``--record-suite NAME`` writes ``NAME.json`` (``make test`` and ``make check`` pass it);
 #: ``python -m tools.measurements`` turns the records into docs/measurements.md.
 SUITES_DIR = ROOT / "build" / "suites"
 
 
 def run_script(
-    code: str, timeout: float = 180, env: dict | None = None
+    code: str, timeout: float = 180, env: dict | None = None, forked: bool = False
 ) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter; fail with its output if it exits non-zero."""
-    full_env = {**os.environ, **QUIET_ENV, **(env or {})}
+    """Run ``code`` in a fresh interpreter; fail with its output if it exits non-zero.
+
+    With ``forked``, a script that needs TensorFlow uninitialised, not unimported, is forked
+    from a process that already imported it (tests/script_server.py): one import less each.
+    It runs with ``quiet()``'s settings, as if its first line called it (a lesson's Setup
+    does), and fresh anyway when its environment differs in what is read at import."""
+    full_env = {**os.environ, **QUIET_ENV, **(FORKED_ENV if forked else {}), **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
-    proc = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=ROOT,
-    )
+    code = textwrap.dedent(code)
+    if forked and _SCRIPT_SERVER.serves(full_env):
+        proc = _SCRIPT_SERVER.run(code, full_env, timeout)
+    else:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+            cwd=ROOT,
+        )
     if proc.returncode != 0:
         pytest.fail(f"script failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+class _ScriptServer:
+    """This test process's tests/script_server.py, started at its first script and stopped
+    at this process's exit; one script at a time."""
+
+    def __init__(self) -> None:
+        self.env = {**os.environ, **QUIET_ENV, **FORKED_ENV}  # before any test changed it
+        self.env.pop("PYTEST_CURRENT_TEST", None)
+        self.lock = threading.Lock()
+        self.cond = threading.Condition()
+        self.events: dict = {}
+        self.popen: subprocess.Popen | None = None
+        self.folder: Path | None = None
+        self.count = 0
+
+    def serves(self, env: dict) -> bool:
+        from tests.script_server import IMPORT_TIME
+
+        def read_at_import(e: dict) -> dict:
+            return {k: v for k, v in e.items() if k.startswith(IMPORT_TIME)}
+
+        return read_at_import(env) == read_at_import(self.env)
+
+    def _start(self) -> None:
+        from dtf import supervise
+
+        self.folder = Path(tempfile.mkdtemp(prefix="dtf-scripts-"))
+        here = os.getcwd()
+        os.chdir(ROOT)  # python -m tests.script_server imports from the repository's root
+        try:
+            self.popen, _ = supervise.start_fork_server(
+                "tests.script_server", self.folder / "server.log", self.env, self.cond,
+                lambda event: self.events.__setitem__((event.get("event"), event.get("id")), event),
+            )  # fmt: skip
+        finally:
+            os.chdir(here)
+        atexit.register(self._stop)
+
+    def _stop(self) -> None:
+        from dtf import supervise
+
+        if self.popen is not None:
+            supervise.stop_child(self.popen, 10.0)
+        shutil.rmtree(self.folder or "", ignore_errors=True)
+
+    def _alive(self) -> None:
+        from dtf import supervise
+
+        assert self.popen is not None and self.folder is not None
+        if self.popen.poll() is not None:
+            self.popen = None  # the next script starts a new one
+            log = supervise.log_tail(self.folder / "server.log")
+            raise RuntimeError(f"tests/script_server.py ended before the script did:\n{log}")
+
+    def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        from dtf import supervise
+
+        with self.lock:
+            if self.popen is None:
+                self._start()
+            assert self.popen is not None and self.popen.stdin is not None and self.folder
+            self.count += 1
+            n = self.count
+            out, log = self.folder / f"{n}.out", self.folder / f"{n}.log"
+            command = {"id": n, "code": code, "env": env, "cwd": str(ROOT)}
+            command |= {"stdout": str(out), "log": str(log)}
+            self.popen.stdin.write((json.dumps(command) + "\n").encode())
+            self.popen.stdin.flush()
+            deadline = time.monotonic() + timeout
+            with self.cond:
+                done = supervise.wait_until(
+                    self.cond, lambda: ("exit", n) in self.events, deadline, self._alive
+                )
+                forked = self.events.get(("forked", n))
+            if not done:
+                if forked:
+                    os.kill(forked["pid"], signal.SIGKILL)
+                raise subprocess.TimeoutExpired(["script_server", str(n)], timeout)
+            returncode = self.events.pop(("exit", n))["returncode"]
+            self.events.pop(("forked", n), None)
+
+            def text(path: Path) -> str:
+                return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+            result = subprocess.CompletedProcess(["script_server", str(n)], returncode)
+            result.stdout, result.stderr = text(out), text(log)
+            return result
+
+
+_SCRIPT_SERVER = _ScriptServer()
 
 
 def netns_cli(*args: str) -> subprocess.CompletedProcess:

@@ -241,7 +241,9 @@ def test_stubs_and_errors_inside_autograph_converted_functions(tmp_path) -> None
     as in a notebook) names the unfinished task; the errors shown skip "in user code:"."""
     (tmp_path / "learner.py").write_text(LEARNER_MODULE, encoding="utf-8")
     proc = run_script(
-        f"import sys; sys.argv[1:] = [{str(tmp_path)!r}]\n" + AUTOGRAPH_SCRIPT, timeout=180
+        f"import sys; sys.argv[1:] = [{str(tmp_path)!r}]\n" + AUTOGRAPH_SCRIPT,
+        timeout=180,
+        forked=True,
     )
     out = last_json(proc)
     for name in ("tower_step", "own_stub", "shape_bug", "numpy_bug"):

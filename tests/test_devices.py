@@ -428,7 +428,8 @@ def test_setup_makes_exactly_n_devices(n):
             "logical": [d.name for d in tf.config.list_logical_devices("CPU")],
             "outs": outs, "missing_api": [p for p in {list(FakeTF.API)!r} if not has(p)],
         }}))
-        """
+        """,
+        forked=True,
     )
     r = last_json(proc)
     expected = [f"/device:CPU:{i}" for i in range(n)]
@@ -466,7 +467,8 @@ def test_four_logical_cpus_inventory_and_repeat():
             "levels": sorted(set(table.level)), "outs": outs,
             "current": devices.current() is s,
         }))
-        """
+        """,
+        forked=True,
     )
     r = last_json(proc)
     assert r["names"] == [f"/device:CPU:{i}" for i in range(4)]
@@ -492,7 +494,8 @@ def test_setup_after_tensorflow_initialised():
         except devices.DeviceConfigError as err:
             msg = str(err)
         print(json.dumps({"msg": msg}))
-        """
+        """,
+        forked=True,
     )
     msg = last_json(proc)["msg"]
     assert "initialised before devices.setup(n=3)" in msg and "Restart the kernel" in msg
@@ -513,7 +516,8 @@ def test_one_device_after_initialisation_is_accepted_and_gpu_request_fails_clear
         tf.ones([1]) + 1
         s = devices.setup(1)  # the layout TensorFlow already has: fine
         print(json.dumps({"gpu_msg": gpu_msg, "names": list(s.names)}))
-        """
+        """,
+        forked=True,
     )
     r = last_json(proc)
     assert "sees no GPU" in r["gpu_msg"] and "kind='auto'" in r["gpu_msg"]

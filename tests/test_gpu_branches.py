@@ -295,7 +295,8 @@ def test_14_tf1_config_describes_each_layout_and_a_real_session_gets_it():
         with graph.as_default(), tf.compat.v1.Session(graph=graph, config=tf1_config(real)) as s:
             out["session"] = [d.name.split("device:")[-1] for d in s.list_devices()]
         print(json.dumps(out))
-        """.replace("CELL", repr(source(NB14, "13-05b")))
+        """.replace("CELL", repr(source(NB14, "13-05b"))),
+        forked=True,
     )
     r = last_json(proc)
     assert r["cpu"] == {"cpu": 3, "visible": "", "limits": [], "growth": False, "log": True}

@@ -353,7 +353,7 @@ out.flush()
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    return last_json(run_script(SCRIPT, timeout=240))
+    return last_json(run_script(SCRIPT, timeout=240, forked=True))
 
 
 @pytest.mark.slow

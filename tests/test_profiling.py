@@ -360,7 +360,7 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def result():
-    return last_json(run_script(SCRIPT, timeout=180))
+    return last_json(run_script(SCRIPT, timeout=180, forked=True))
 
 
 @pytest.mark.slow

@@ -257,7 +257,7 @@ print(json.dumps(r))
 
 @pytest.fixture(scope="module")
 def tf_results():
-    return last_json(run_script(SCRIPT, timeout=300))
+    return last_json(run_script(SCRIPT, timeout=300, forked=True))
 
 
 @pytest.mark.slow

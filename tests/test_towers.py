@@ -234,7 +234,7 @@ out.flush()
 
 @pytest.fixture(scope="module")
 def result() -> dict:
-    return last_json(run_script(SCRIPT, timeout=180))
+    return last_json(run_script(SCRIPT, timeout=180, forked=True))
 
 
 @pytest.mark.slow

@@ -37,4 +37,4 @@ print(json.dumps(verdicts))
 
 def tensorflow_verdicts(configs: dict[str, str]) -> dict[str, str | None]:
     """For each named ``TF_CONFIG`` text, ``None`` if TensorFlow accepts it, else its message."""
-    return last_json(run_script(f"CONFIGS = {json.dumps(configs)!r}\n" + _SCRIPT))
+    return last_json(run_script(f"CONFIGS = {json.dumps(configs)!r}\n" + _SCRIPT, forked=True))
