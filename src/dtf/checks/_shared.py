@@ -36,6 +36,9 @@ def numbered_labels(element: Any, what: str, together: str) -> np.ndarray:
 
 def expect_weights(expected, got, labels, atol: float, hint: str) -> float:
     """Each array of ``got`` close to ``expected``'s (named by ``labels``); the largest
-    difference."""
+    difference. A message shows the learner's values, never the reference's: they are what
+    a right answer ends with."""
     pairs = zip(expected, got, labels, strict=True)
-    return max(expect_close(w, h, what=n, atol=atol, hint=hint) for w, h, n in pairs)
+    return max(
+        expect_close(w, h, what=n, atol=atol, hint=hint, show_expected=False) for w, h, n in pairs
+    )
