@@ -17,18 +17,22 @@ output.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import queue
+import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import QUIET_ENV, ROOT
+from tests.helpers import FORKED_ENV, QUIET_ENV, ROOT, SCRIPT_SERVER
 
 READY_TIMEOUT_S = 180.0
 CASE_TIMEOUT_S = 120.0
@@ -96,29 +100,65 @@ class Outcome:
 
 class CheckWorker:
     """A TensorFlow process with ``num_devices`` logical CPUs, serving checker cases;
-    ``setup``: code run once before the first case, whose names every case sees."""
+    ``setup``: code run once before the first case, whose names every case sees.
+
+    It is forked from the tests' script server (tests/script_server.py: TensorFlow imported,
+    no op run) and talks through two FIFOs; where the server cannot serve this process's
+    environment, it is a fresh ``python -c`` with pipes."""
 
     def __init__(self, num_devices: int = 2, setup: str = "") -> None:
-        env = {**os.environ, **QUIET_ENV}
+        env = {**os.environ, **QUIET_ENV, **FORKED_ENV}
         env.pop("PYTEST_CURRENT_TEST", None)
-        self._stderr = tempfile.TemporaryFile()
-        self._proc = subprocess.Popen(
-            [sys.executable, "-c", _WORKER, str(num_devices), _MARK, setup],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=env,
-            cwd=ROOT,
-        )
+        argv = (str(num_devices), _MARK, setup)
+        self._proc: subprocess.Popen | None = None
+        self._forked: int | None = None
+        self._fifos = Path(tempfile.mkdtemp(prefix="dtf-checks-"))
+        if SCRIPT_SERVER.serves(env):
+            self._fork(env, argv)
+        else:
+            self._stderr_path = self._fifos / "stderr"
+            with open(self._stderr_path, "wb") as stderr:
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-c", _WORKER, *argv],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                    env=env, cwd=ROOT,
+                )  # fmt: skip
+            assert self._proc.stdin is not None and self._proc.stdout is not None
+            self._stdin, self._stdout = self._proc.stdin, self._proc.stdout
         self._replies: queue.Queue = queue.Queue()
         self._printed: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
         self._wait(READY_TIMEOUT_S, "start")
 
+    def _fork(self, env: dict, argv: tuple) -> None:
+        """Fork the worker and open its FIFOs in the order it opens them: its output, then
+        its input (the open of which waits until the child reads, at most READY_TIMEOUT_S)."""
+        stdin = self._fifos / "stdin"
+        os.mkfifo(stdin)
+        n = self._forked = SCRIPT_SERVER.spawn(_WORKER, env, argv, stdin=stdin)
+        assert SCRIPT_SERVER.folder is not None
+        self._stderr_path = SCRIPT_SERVER.folder / f"{n}.log"
+        out = os.open(SCRIPT_SERVER.folder / f"{n}.out", os.O_RDONLY | os.O_NONBLOCK)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                into = os.open(stdin, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as err:  # ENXIO: the child has not opened its input yet
+                status = SCRIPT_SERVER.wait(n, 0.05)
+                if err.errno != errno.ENXIO or status is not None or time.monotonic() > deadline:
+                    os.close(out)
+                    self.close()
+                    pytest.fail(
+                        f"the checker worker did not start ({status})\n{self._diagnostics()}"
+                    )
+        os.set_blocking(out, True)
+        os.set_blocking(into, True)
+        self._stdin, self._stdout = os.fdopen(into, "wb"), os.fdopen(out, "rb")
+
     def _read(self) -> None:
-        assert self._proc.stdout is not None
-        for raw in self._proc.stdout:
+        for raw in self._stdout:
             line = raw.decode("utf-8", "replace")
             before, mark, reply = line.partition(_MARK)
             if before.strip():
@@ -128,8 +168,8 @@ class CheckWorker:
         self._replies.put(None)  # the process closed its output: it ended
 
     def _diagnostics(self) -> str:
-        self._stderr.seek(0)
-        stderr = self._stderr.read().decode("utf-8", "replace")
+        path = self._stderr_path
+        stderr = path.read_text("utf-8", "replace") if path.exists() else ""
         printed = "\n".join(self._printed[-40:])
         return f"printed:\n{printed}\nstderr:\n{stderr[-4000:]}"
 
@@ -151,22 +191,29 @@ class CheckWorker:
         """Run ``code`` (which sets ``verdict``, and may fill the dict ``out``) in a fresh
         namespace that has ``checks``, ``np``, ``tf``, ``placement``, ``towers``, ``setup``
         and ``D`` (the device names)."""
-        assert self._proc.stdin is not None
         self._printed.clear()
-        self._proc.stdin.write((json.dumps({"code": code}) + "\n").encode())
-        self._proc.stdin.flush()
+        self._stdin.write((json.dumps({"code": code}) + "\n").encode())
+        self._stdin.flush()
         reply = self._wait(timeout, "finish the case")
         return Outcome(reply.get("status"), reply.get("message", ""), reply["out"])
 
     def close(self) -> None:
-        if self._proc.poll() is None:
+        """End the worker: end of file on its input ends its loop; killed after 30 s."""
+        try:
+            if hasattr(self, "_stdin"):
+                self._stdin.close()
+        except OSError:
+            pass
+        if self._proc is not None and self._proc.poll() is None:
             try:
-                self._proc.stdin.close()  # the worker's loop ends
                 self._proc.wait(timeout=30)
-            except (OSError, subprocess.TimeoutExpired):
+            except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(timeout=30)
-        self._stderr.close()
+        if self._forked is not None and SCRIPT_SERVER.wait(self._forked, 30) is None:
+            SCRIPT_SERVER.kill(self._forked)
+            SCRIPT_SERVER.wait(self._forked, 30)
+        shutil.rmtree(self._fifos, ignore_errors=True)
 
     def __enter__(self) -> CheckWorker:
         return self

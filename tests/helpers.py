@@ -44,8 +44,8 @@ def run_script(
     full_env = {**os.environ, **QUIET_ENV, **(FORKED_ENV if forked else {}), **(env or {})}
     full_env.pop("PYTEST_CURRENT_TEST", None)
     code = textwrap.dedent(code)
-    if forked and _SCRIPT_SERVER.serves(full_env):
-        proc = _SCRIPT_SERVER.run(code, full_env, timeout)
+    if forked and SCRIPT_SERVER.serves(full_env):
+        proc = SCRIPT_SERVER.run(code, full_env, timeout)
     else:
         proc = subprocess.run(
             [sys.executable, "-c", code],
@@ -113,9 +113,11 @@ class _ScriptServer:
             log = supervise.log_tail(self.folder / "server.log")
             raise RuntimeError(f"tests/script_server.py ended before the script did:\n{log}")
 
-    def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
-        from dtf import supervise
-
+    def spawn(self, code: str, env: dict, argv: tuple = (), stdin: Path | None = None) -> int:
+        """Fork a child that runs ``code``; its number, whose ``{n}.out`` is its standard
+        output and ``{n}.log`` its standard error in :attr:`folder`. With ``stdin`` (a FIFO)
+        it reads that, and ``{n}.out`` is a FIFO too, created here: open it for reading
+        before ``stdin`` for writing, the order the child opens them in."""
         with self.lock:
             if self.popen is None:
                 self._start()
@@ -123,32 +125,50 @@ class _ScriptServer:
             self.count += 1
             n = self.count
             out, log = self.folder / f"{n}.out", self.folder / f"{n}.log"
-            command = {"id": n, "code": code, "env": env, "cwd": str(ROOT)}
-            command |= {"stdout": str(out), "log": str(log)}
+            if stdin is not None:
+                os.mkfifo(out)
+            command = {"id": n, "code": code, "env": env, "cwd": str(ROOT), "argv": list(argv)}
+            command |= {"stdout": str(out), "log": str(log), "stdin": str(stdin or "")}
             self.popen.stdin.write((json.dumps(command) + "\n").encode())
             self.popen.stdin.flush()
-            deadline = time.monotonic() + timeout
-            with self.cond:
-                done = supervise.wait_until(
-                    self.cond, lambda: ("exit", n) in self.events, deadline, self._alive
-                )
-                forked = self.events.get(("forked", n))
-            if not done:
-                if forked:
-                    os.kill(forked["pid"], signal.SIGKILL)
-                raise subprocess.TimeoutExpired(["script_server", str(n)], timeout)
-            returncode = self.events.pop(("exit", n))["returncode"]
+            return n
+
+    def wait(self, n: int, timeout: float) -> int | None:
+        """Child ``n``'s exit status, or ``None`` if it still runs after ``timeout`` s."""
+        from dtf import supervise
+
+        with self.cond:
+            exited = lambda: ("exit", n) in self.events  # noqa: E731
+            if not supervise.wait_until(self.cond, exited, time.monotonic() + timeout, self._alive):
+                return None
             self.events.pop(("forked", n), None)
+            return self.events.pop(("exit", n))["returncode"]
 
-            def text(path: Path) -> str:
-                return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    def kill(self, n: int) -> None:
+        """SIGKILL child ``n`` if it was forked and has not exited."""
+        with self.cond:
+            forked = self.events.get(("forked", n))
+        if forked and ("exit", n) not in self.events:
+            os.kill(forked["pid"], signal.SIGKILL)
 
-            result = subprocess.CompletedProcess(["script_server", str(n)], returncode)
-            result.stdout, result.stderr = text(out), text(log)
-            return result
+    def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        n = self.spawn(code, env)
+        returncode = self.wait(n, timeout)
+        if returncode is None:
+            self.kill(n)
+            raise subprocess.TimeoutExpired(["script_server", str(n)], timeout)
+        assert self.folder is not None
+
+        def text(path: Path) -> str:
+            return path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+
+        result = subprocess.CompletedProcess(["script_server", str(n)], returncode)
+        result.stdout = text(self.folder / f"{n}.out")
+        result.stderr = text(self.folder / f"{n}.log")
+        return result
 
 
-_SCRIPT_SERVER = _ScriptServer()
+SCRIPT_SERVER = _ScriptServer()
 
 
 def netns_cli(*args: str) -> subprocess.CompletedProcess:

@@ -6,8 +6,9 @@ one that has never imported it: TensorFlow fixes its devices at the first op, no
 import. So this process imports TensorFlow once, runs no op, and forks a child per script
 with :func:`dtf.supervise.fork_server`, the zygote the course's launchers run. A child runs
 its script as ``python -c`` would: ``__main__`` of its own, ``sys.argv == ["-c"]``, the
-working directory and environment the test asked for, standard output to its own file,
-standard error to its log, then the exit handlers and the script's exit status.
+working directory, arguments and environment the test asked for, standard output to its own
+file (or FIFO), standard error to its log, standard input from a FIFO if it names one, then
+the exit handlers and the script's exit status.
 
 What a forked script cannot test is what TensorFlow reads when it is imported (its log
 level, oneDNN, Keras' backend) or whether a module imports TensorFlow: those scripts run in
@@ -57,7 +58,12 @@ def _child(command: dict, proto: int) -> int:
     os.dup2(out, 1)
     os.close(out)
     sys.stdout = os.fdopen(1, "w", closefd=False)  # block-buffered, as `python -c` to a file
-    sys.argv = ["-c"]
+    if command.get("stdin"):  # a FIFO the test writes to (opened after stdout: see helpers)
+        fd = os.open(command["stdin"], os.O_RDONLY)
+        os.dup2(fd, 0)
+        os.close(fd)
+        sys.stdin = os.fdopen(0, "r", closefd=False)
+    sys.argv = ["-c", *command.get("argv", [])]
     main = types.ModuleType("__main__")
     sys.modules["__main__"] = main
     try:
