@@ -149,6 +149,8 @@ class CheckWorker:
                 status = SCRIPT_SERVER.wait(n, 0.05)
                 if err.errno != errno.ENXIO or status is not None or time.monotonic() > deadline:
                     os.close(out)
+                    if status is not None:
+                        self._forked = None  # it exited, and its status was taken: no wait
                     self.close()
                     pytest.fail(
                         f"the checker worker did not start ({status})\n{self._diagnostics()}"
