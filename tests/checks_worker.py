@@ -113,6 +113,13 @@ class CheckWorker:
         self._proc: subprocess.Popen | None = None
         self._forked: int | None = None
         self._fifos = Path(tempfile.mkdtemp(prefix="dtf-checks-"))
+        try:
+            self._begin(env, argv)
+        except BaseException:
+            self.close()  # the folder, the pipes, the process: nothing left behind
+            raise
+
+    def _begin(self, env: dict, argv: tuple) -> None:
         if SCRIPT_SERVER.serves(env):
             self._fork(env, argv)
         else:
@@ -206,15 +213,26 @@ class CheckWorker:
                 self._stdin.close()
         except OSError:
             pass
-        if self._proc is not None and self._proc.poll() is None:
+        if self._proc is not None:
             try:
                 self._proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
                 self._proc.wait(timeout=30)
-        if self._forked is not None and SCRIPT_SERVER.wait(self._forked, 30) is None:
-            SCRIPT_SERVER.kill(self._forked)
-            SCRIPT_SERVER.wait(self._forked, 30)
+            self._proc = None
+        if self._forked is not None:
+            n, self._forked = self._forked, None  # a second close() has nothing to wait for
+            try:
+                if SCRIPT_SERVER.wait(n, 30) is None:
+                    SCRIPT_SERVER.kill(n)
+                    SCRIPT_SERVER.wait(n, 30)
+            except RuntimeError:  # the server is gone: its children went with it
+                pass
+            reader = getattr(self, "_reader", None)
+            if reader is not None:
+                reader.join(timeout=5)  # the child is gone: its output ends
+            if hasattr(self, "_stdout") and (reader is None or not reader.is_alive()):
+                self._stdout.close()  # the FIFO this process opened
         shutil.rmtree(self._fifos, ignore_errors=True)
 
     def __enter__(self) -> CheckWorker:

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
@@ -25,6 +24,8 @@ from dtf.quiet import SETTINGS as quiet_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 QUIET_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+#: Seconds the script server may take to import TensorFlow (a loaded 2-core machine: ~10).
+LOAD_TIMEOUT_S = 180.0
 #: A forked script's TensorFlow was imported under these: dtf.quiet's settings.
 FORKED_ENV = dict(quiet_settings)
 #: Where ``--record-suite NAME`` writes ``NAME.json`` (``make test`` and ``make check`` pass it);
@@ -73,6 +74,7 @@ class _ScriptServer:
         self.popen: subprocess.Popen | None = None
         self.folder: Path | None = None
         self.count = 0
+        self._registered = False
 
     def serves(self, env: dict) -> bool:
         from tests.script_server import IMPORT_TIME
@@ -83,9 +85,12 @@ class _ScriptServer:
         return read_at_import(env) == read_at_import(self.env)
 
     def _start(self) -> None:
+        """Start the server and wait until it imported TensorFlow (at most LOAD_TIMEOUT_S),
+        so that a script's timeout counts only the script."""
         from dtf import supervise
 
-        self.folder = Path(tempfile.mkdtemp(prefix="dtf-scripts-"))
+        self._stop()  # a server that died: its folder, its pipe
+        self.folder = supervise.make_folder(None, "dtf-scripts-")  # a killed owner's go first
         here = os.getcwd()
         os.chdir(ROOT)  # python -m tests.script_server imports from the repository's root
         try:
@@ -95,23 +100,36 @@ class _ScriptServer:
             )  # fmt: skip
         finally:
             os.chdir(here)
-        atexit.register(self._stop)
+        if not self._registered:
+            atexit.register(self._stop)
+            self._registered = True
+        with self.cond:
+            loaded = lambda: ("loaded", None) in self.events  # noqa: E731
+            if not supervise.wait_until(
+                self.cond, loaded, time.monotonic() + LOAD_TIMEOUT_S, self._alive
+            ):
+                self._stop()
+                raise RuntimeError(f"tests/script_server.py did not load in {LOAD_TIMEOUT_S} s")
 
     def _stop(self) -> None:
         from dtf import supervise
 
         if self.popen is not None:
             supervise.stop_child(self.popen, 10.0)
-        shutil.rmtree(self.folder or "", ignore_errors=True)
+            self.popen = None
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+        self.events.clear()
 
     def _alive(self) -> None:
+        """Raise, with the server's log, if the server has ended (the next script starts a
+        new one)."""
         from dtf import supervise
 
-        assert self.popen is not None and self.folder is not None
-        if self.popen.poll() is not None:
-            self.popen = None  # the next script starts a new one
-            log = supervise.log_tail(self.folder / "server.log")
-            raise RuntimeError(f"tests/script_server.py ended before the script did:\n{log}")
+        if self.popen is None or self.popen.poll() is not None:
+            log = supervise.log_tail(self.folder / "server.log") if self.folder else ""
+            raise RuntimeError(f"tests/script_server.py ended:\n{log}")
 
     def spawn(self, code: str, env: dict, argv: tuple = (), stdin: Path | None = None) -> int:
         """Fork a child that runs ``code``; its number, whose ``{n}.out`` is its standard
@@ -119,7 +137,7 @@ class _ScriptServer:
         it reads that, and ``{n}.out`` is a FIFO too, created here: open it for reading
         before ``stdin`` for writing, the order the child opens them in."""
         with self.lock:
-            if self.popen is None:
+            if self.popen is None or self.popen.poll() is not None:
                 self._start()
             assert self.popen is not None and self.popen.stdin is not None and self.folder
             self.count += 1
@@ -145,11 +163,16 @@ class _ScriptServer:
             return self.events.pop(("exit", n))["returncode"]
 
     def kill(self, n: int) -> None:
-        """SIGKILL child ``n`` if it was forked and has not exited."""
+        """SIGKILL child ``n`` if it has not exited (waiting up to 5 s for its fork). The
+        server reaps a child a moment before its exit event arrives: a kill in that moment
+        could reach a reused process id, a risk taken only on a timeout."""
+        from dtf import supervise
+
         with self.cond:
-            forked = self.events.get(("forked", n))
-        if forked and ("exit", n) not in self.events:
-            os.kill(forked["pid"], signal.SIGKILL)
+            forked = lambda: ("forked", n) in self.events or ("exit", n) in self.events  # noqa: E731
+            supervise.wait_until(self.cond, forked, time.monotonic() + 5.0)
+            if ("forked", n) in self.events and ("exit", n) not in self.events:
+                os.kill(self.events[("forked", n)]["pid"], signal.SIGKILL)
 
     def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
         n = self.spawn(code, env)

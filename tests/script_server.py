@@ -8,7 +8,9 @@ with :func:`dtf.supervise.fork_server`, the zygote the course's launchers run. A
 its script as ``python -c`` would: ``__main__`` of its own, ``sys.argv == ["-c"]``, the
 working directory, arguments and environment the test asked for, standard output to its own
 file (or FIFO), standard error to its log, standard input from a FIFO if it names one, then
-the exit handlers and the script's exit status.
+its non-daemon threads joined and its exit handlers run, and the script's exit status. Unlike
+``python -c``, it ends with ``os._exit`` (no interpreter finalisation), and the test reads its
+output when it exits, not when every process holding its output has closed it.
 
 What a forked script cannot test is what TensorFlow reads when it is imported (its log
 level, oneDNN, Keras' backend) or whether a module imports TensorFlow: those scripts run in
@@ -20,7 +22,10 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
+import tempfile
+import threading
 import traceback
 import types
 
@@ -49,9 +54,12 @@ def _exit_status(exc: SystemExit) -> int:
 
 def _child(command: dict, proto: int) -> int:
     os.close(proto)  # the script's output is its own, never the protocol
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
     os.chdir(command["cwd"])
     os.environ.clear()
     os.environ.update(command["env"])
+    tempfile.tempdir = None  # found again from this environment's TMPDIR
+    sys.path[0] = ""  # python -c: the working directory
     sys.stdout.flush()
     _replaced.append(sys.stdout)  # kept: collected, it would close descriptor 1
     out = os.open(command["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -74,7 +82,11 @@ def _child(command: dict, proto: int) -> int:
     except BaseException:
         traceback.print_exc()
         status = 1
+    threading._shutdown()  # type: ignore[attr-defined]  # join non-daemon threads, as at exit
     atexit._run_exitfuncs()  # what Python runs at the end of `python -c`
+    for stream in (sys.__stdout__, sys.__stderr__):
+        if stream is not None:
+            stream.flush()
     return status
 
 

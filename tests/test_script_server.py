@@ -63,3 +63,23 @@ def test_a_forked_script_past_its_timeout_is_killed_and_the_next_one_runs():
         run_script("import time; time.sleep(60)", timeout=1.0, forked=True)
     assert time.monotonic() - began < 10
     assert run_script("print('next')", forked=True).stdout == "next\n"
+
+
+def test_threads_are_joined_and_tmpdir_is_the_script_s(tmp_path):
+    code = """
+        import tempfile, threading, time
+        threading.Thread(target=lambda: (time.sleep(0.3), print("thread done"))).start()
+        print(tempfile.gettempdir())
+    """
+    out = run_script(code, env={"TMPDIR": str(tmp_path)}, forked=True).stdout
+    assert out.splitlines() == [str(tmp_path), "thread done"], out
+
+
+def test_a_server_killed_between_scripts_is_replaced():
+    from tests.helpers import SCRIPT_SERVER
+
+    run_script("print('first')", forked=True)
+    assert SCRIPT_SERVER.popen is not None
+    SCRIPT_SERVER.popen.kill()
+    SCRIPT_SERVER.popen.wait(10)
+    assert run_script("print('second')", forked=True).stdout == "second\n"
