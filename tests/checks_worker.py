@@ -158,8 +158,7 @@ class CheckWorker:
                     os.close(out)
                     if status is not None:
                         self._forked = None  # it exited, and its status was taken: no wait
-                    self.close()
-                    pytest.fail(
+                    pytest.fail(  # __init__ closes what is open
                         f"the checker worker did not start ({status})\n{self._diagnostics()}"
                     )
         os.set_blocking(out, True)
