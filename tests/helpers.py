@@ -163,16 +163,15 @@ class _ScriptServer:
             return self.events.pop(("exit", n))["returncode"]
 
     def kill(self, n: int) -> None:
-        """SIGKILL child ``n`` if it has not exited (waiting up to 5 s for its fork). The
-        server reaps a child a moment before its exit event arrives: a kill in that moment
-        could reach a reused process id, a risk taken only on a timeout."""
+        """SIGKILL child ``n`` if it still runs. The server sends it, and only to a child it
+        has not reaped, so the signal never reaches a process that reused the id."""
         from dtf import supervise
 
-        with self.cond:
-            forked = lambda: ("forked", n) in self.events or ("exit", n) in self.events  # noqa: E731
-            supervise.wait_until(self.cond, forked, time.monotonic() + 5.0)
-            if ("forked", n) in self.events and ("exit", n) not in self.events:
-                os.kill(self.events[("forked", n)]["pid"], signal.SIGKILL)
+        with self.lock:
+            if self.popen is not None and self.popen.poll() is None:
+                assert self.popen.stdin is not None
+                self.popen.stdin.write(supervise.signal_command(signal.SIGKILL, id=n))
+                self.popen.stdin.flush()
 
     def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
         n = self.spawn(code, env)

@@ -153,13 +153,15 @@ def test_a_child_watching_its_lifeline_exits_when_the_parent_is_gone(tmp_path):
 
 
 FORK_SERVER = """
-import os, sys
+import os, sys, time
 from dtf import supervise
 from dtf._jsonlines import emit
 
 def child(command, proto):
     print("to the log", command["n"], flush=True)
     emit(proto, {"event": "hello", "n": command["n"], "pid": os.getpid()})
+    if command.get("sleep"):
+        time.sleep(60)
     return command["n"]
 
 head = lambda command: {"n": command["n"]} if "n" in command else None
@@ -193,6 +195,37 @@ def test_the_fork_server_forks_reports_reaps_and_stops_at_end_of_file(tmp_path):
         assert mine[0]["pid"] == mine[1]["pid"] == mine[2]["pid"]
         assert mine[2]["returncode"] == n
         assert (tmp_path / f"child-{n}.log").read_text() == f"to the log {n}\n"
+
+
+def test_the_fork_server_signals_only_the_children_it_has_not_reaped(tmp_path):
+    """A signal command reaches the running child it names; one that names a child already
+    reaped, or none, is ignored, and the server goes on."""
+    server = _python(FORK_SERVER, tmp_path / "server.log")
+
+    def send(line: bytes) -> None:
+        server.stdin.write(line)
+        server.stdin.flush()
+
+    def until(event: str, n: int) -> dict:
+        while (got := json.loads(server.stdout.readline()))["event"] != event or got["n"] != n:
+            pass
+        return got
+
+    try:
+        send((json.dumps({"n": 3, "log": str(tmp_path / "3.log")}) + "\n").encode())
+        assert until("exit", 3)["returncode"] == 3
+        send(supervise.signal_command(signal.SIGKILL, n=3))  # reaped: its id is not its own
+        send(supervise.signal_command(signal.SIGKILL, n=99))  # never forked
+        send((json.dumps({"n": 4, "sleep": True, "log": str(tmp_path / "4.log")}) + "\n").encode())
+        until("hello", 4)
+        send(supervise.signal_command(signal.SIGKILL, n=4))
+        assert until("exit", 4)["returncode"] == -signal.SIGKILL
+        server.stdin.close()
+        assert server.wait(10) == 0
+    finally:
+        server.kill()
+        server.wait(10)
+        server.stdout.close()
 
 
 def test_a_temporary_folder_is_named_after_its_owner_and_a_dead_owner_s_is_removed(tmp_path):

@@ -29,8 +29,12 @@ per command read from its standard input and reports on its standard output, one
 per line (:mod:`dtf._jsonlines`): ``{"event": "loaded", "seconds"}`` once imported,
 ``{"event": "forked", **head, "pid"}`` per child, whatever the children emit, and ``{"event":
 "exit", **head, "pid", "returncode"}`` (negative: killed by that signal) once it reaped one.
-End of file on its standard input means stop: it signals its children, reaps them and exits,
-so when the parent dies, however it dies, its children go too. Each child also watches a
+A command ``{"signal": SIG, "to": {**head}}`` (:func:`signal_command`) sends ``SIG`` to the
+children whose head has those fields and that it has not reaped yet: a process id it has not
+reaped cannot belong to another process, which a parent's own ``os.kill`` of a reported
+process id cannot promise once that child has exited. End of file on its standard input
+means stop: it signals its children, reaps them and exits, so when the parent dies, however
+it dies, its children go too. Each child also watches a
 lifeline pipe whose only write end the fork server holds, and on Linux asks for ``SIGKILL``
 when the fork server dies. The fork server stays single-threaded in Python and forks only
 from its main loop, while nothing runs (see :mod:`dtf.cluster` for why that is safe enough).
@@ -39,6 +43,7 @@ from its main loop, while nothing runs (see :mod:`dtf.cluster` for why that is s
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import signal
@@ -406,6 +411,9 @@ def fork_server(
 
     try:
         for command in commands(stopping, reap, 0.05):
+            if "signal" in command:
+                _signal_children(children, command)
+                continue
             fields = head(command)
             if fields is None:
                 continue
@@ -430,6 +438,22 @@ def fork_server(
                 reap()
                 time.sleep(TICK_S)
         os.close(lifeline_w)
+
+
+def signal_command(sig: int, **to: object) -> bytes:
+    """The line that asks a :func:`fork_server` to send ``sig`` to its children whose head
+    fields equal ``to`` (those already reaped are left alone)."""
+    return (json.dumps({"signal": int(sig), "to": to}) + "\n").encode()
+
+
+def _signal_children(children: dict[int, dict], command: dict) -> None:
+    to = command.get("to", {})
+    for pid, fields in list(children.items()):
+        if all(fields.get(key) == value for key, value in to.items()):
+            try:
+                os.kill(pid, int(command["signal"]))
+            except ProcessLookupError:  # cannot happen before the reap; harmless if it does
+                pass
 
 
 def _forked(command, proto, lifeline, parent, child, what) -> None:

@@ -3,6 +3,7 @@ and provokes them (see :mod:`dtf.multiworker`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -261,11 +262,15 @@ class WorkerRun:
                     break
                 self.launcher._cond.wait(_TICK_S)
         for task in self.tasks:
-            if task in self.pids and task not in self.returncodes:
-                try:
-                    os.kill(self.pids[task], signal.SIGKILL if POSIX else signal.SIGTERM)
-                except (ProcessLookupError, PermissionError):
-                    pass
+            if task not in self.pids or task in self.returncodes:
+                continue
+            if task in self._popens:  # spawned: Popen signals only a child it has not reaped
+                self._popens[task].kill()
+            else:  # forked: the launcher signals it, only if it has not reaped it
+                with contextlib.suppress(WorkerError):
+                    self.launcher._send(
+                        supervise.signal_command(signal.SIGKILL, run=self.number, task=task)
+                    )
         deadline = time.monotonic() + _STOP_WAIT_S
         with self.launcher._cond:
             while self.running and time.monotonic() < deadline:
@@ -368,6 +373,7 @@ class Launcher(supervise.Supervisor):
         self._user_workdir = Path(workdir) if workdir is not None else None
         self.workdir: Path | None = None
         self._cond = threading.Condition()
+        self._send_lock = threading.Lock()
         self._process: subprocess.Popen | None = None
         self._reader: threading.Thread | None = None
         self._runs: list[WorkerRun] = []
@@ -462,15 +468,20 @@ class Launcher(supervise.Supervisor):
         ).start()
         return run
 
+    def _send(self, line: bytes) -> None:
+        """Write a command line to the fork launcher (one writer at a time)."""
+        with self._send_lock:
+            try:
+                assert self._process is not None and self._process.stdin is not None
+                self._process.stdin.write(line)
+                self._process.stdin.flush()
+            except (OSError, ValueError) as exc:  # ValueError: its stdin was closed
+                raise WorkerError(f"the worker launcher is gone.{self._launcher_tail()}") from exc
+
     def _start_worker(self, run: WorkerRun, command: dict) -> None:
         line = (json.dumps(command) + "\n").encode()
         if self.start_method == "fork":
-            assert self._process is not None and self._process.stdin is not None
-            try:
-                self._process.stdin.write(line)
-                self._process.stdin.flush()
-            except OSError as exc:
-                raise WorkerError(f"the worker launcher is gone.{self._launcher_tail()}") from exc
+            self._send(line)
             return
         # Its standard error is its log from the first byte: an import error shows there.
         popen = supervise.start([sys.executable, "-m", _MODULE, "--worker"], command["log"], _env())
