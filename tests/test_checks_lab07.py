@@ -161,8 +161,24 @@ def _task1(mistake):
             ["The `task_id` 2 exceeds the maximum id of worker", "task indices start at 0"],
         ),
         (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": float(i)}}),
+            ["your index is 1.0, not a whole number"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": j, "index": i == 1}}),
+            ["your index is True, not a whole number"],
+        ),
+        (
+            lambda c, cl, j, i: json.dumps({**c, "task": {"type": j.upper(), "index": i}}),
+            ["differs from the job's name only in its capitals"],
+        ),
+        (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": j.capitalize(), "index": i}}),
-            ["TensorFlow refuses", "Unrecognized task_type: Worker", "how a TFJob names"],
+            [
+                "TensorFlow refuses",
+                "Unrecognized task_type: Worker",
+                "differs from the job's name only in its capitals",
+            ],
         ),
         (
             lambda c, cl, j, i: json.dumps({**c, "task": {"type": f"/job:{j}", "index": i}}),
@@ -177,7 +193,7 @@ def _task1(mistake):
             [
                 "TensorFlow refuses your TF_CONFIG, as every tf.distribute strategy would:"
                 " ValueError: Disallowed task type found in cluster spec. Allowed types are",
-                "lists only the jobs chief, worker, ps, evaluator: leave 'host' out",
+                "keeps 'host', a job no strategy accepts",
             ],
         ),
         (
@@ -213,6 +229,9 @@ def _task1(mistake):
         "json-list",
         "index-text",
         "index-from-1",
+        "index-float",
+        "index-bool",
+        "type-upper",
         "replica-type",
         "device-name",
         "ps-for-a-worker",
@@ -336,7 +355,7 @@ def _always_deletes(tf_config):
     [
         (_no_reset, ["TF_CONFIG was absent before your function and", "when the resolver raises"]),
         (_no_argument, ["returned (None, None, {})", "takes no TF_CONFIG argument"]),
-        (_cluster_spec, ["returned ('worker', 1, ClusterSpec(", "not as the ClusterSpec"]),
+        (_cluster_spec, ["returned ('worker', 1, ClusterSpec(", "your cluster is not a dict"]),
         (
             _always_deletes,
             ["with TF_CONFIG already set: TF_CONFIG was another task's", "as it was, also"],
@@ -561,7 +580,11 @@ def test_task4_right() -> None:
         ({"keep_broken": True}, ["expected the repaired manifest (a dict), got None"]),
         (
             {"counts": False},
-            ["deploy.validate still refuses your repair", "expected int, got '3'", "not text"],
+            [
+                "deploy.validate still refuses your repair",
+                "expected int, got '3'",
+                "a replicas value is text",
+            ],
         ),
         (
             {"names": False},
@@ -801,6 +824,18 @@ def test_task5_a_key_error_from_the_manifests_order_gets_a_hint() -> None:
         "Service mnist",
         "your function depends on their order",
     )
+
+
+def test_task5_an_error_on_the_lab_s_own_manifests_is_not_blamed_on_their_order() -> None:
+    """A wrong path into the manifests raises on the lab's own, in their order: the hint is
+    the error's, not the one about order."""
+
+    def wrong_path(manifests, job, index):
+        return manifests[0]["spec"]["containers"][0]  # a Job's pod spec is under template
+
+    verdict = lab07.task5(wrong_path, NAME, PORT)
+    expect_wrong(verdict, "of the lab's Indexed Jobs", "raised KeyError")
+    assert "order" not in verdict.message, verdict.message
 
 
 # --------------------------------------------------------------------------- task 6

@@ -363,7 +363,8 @@ def task2(answer: Any, cluster: Any) -> str:
         what="y",
         atol=1e-5,
         rtol=1e-5,
-        hint="compare each stage with the formulas of the task: the ReLU belongs to stage 1",
+        hint="your y is not what the task's two stages give: compare each of your stages with "
+        "its formula",
     )
     table = placement_table(table)
     ran = _tasks_that_ran(table, "MatMul")
@@ -578,6 +579,8 @@ def _run_case(answer, x, jobs, down: dict[int, str], situation: str, if_hangs: s
             if_hangs,
         )
     if isinstance(error, Wrong) and error.detail.startswith("`") and " raised " in error.detail:
+        if not down:  # every worker up: the error is the learner's own
+            raise Wrong(f"with {situation}: {error.detail}", error.hint)
         raise Wrong(
             f"with {situation}: {error.detail}",
             "a worker that is down must give None, not an exception: your function let the "
