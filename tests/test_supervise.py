@@ -5,6 +5,7 @@ workers (tests/test_cluster.py, tests/test_multiworker.py)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -169,25 +170,35 @@ supervise.run_main(lambda: supervise.fork_server(lambda: None, child, head, what
 """
 
 
-def test_the_fork_server_forks_reports_reaps_and_stops_at_end_of_file(tmp_path):
-    """The protocol both launchers speak: loaded, forked, the child's own events, exit with
-    its status; a line that is not a command is skipped; end of file ends the server."""
+@contextlib.contextmanager
+def _fork_server(tmp_path):
+    """A fork server of :data:`FORK_SERVER`; at the end of the block, end of file must end it
+    with status 0, and it is killed whatever happened."""
     server = _python(FORK_SERVER, tmp_path / "server.log")
     try:
-        for n in (3, 5):
-            command = {"n": n, "log": str(tmp_path / f"child-{n}.log")}
-            server.stdin.write((json.dumps(command) + "\n").encode())
-        server.stdin.write(b'{"not": "a command"}\n')
-        server.stdin.flush()
-        events = []
-        while sum(e["event"] == "exit" for e in events) < 2:
-            events.append(json.loads(server.stdout.readline()))
+        yield server
         server.stdin.close()
         assert server.wait(10) == 0
     finally:
         server.kill()
         server.wait(10)
         server.stdout.close()
+
+
+def _command(tmp_path, n: int, **more) -> bytes:
+    return (json.dumps({"n": n, "log": str(tmp_path / f"child-{n}.log"), **more}) + "\n").encode()
+
+
+def test_the_fork_server_forks_reports_reaps_and_stops_at_end_of_file(tmp_path):
+    """The protocol both launchers speak: loaded, forked, the child's own events, exit with
+    its status; a line that is not a command is skipped; end of file ends the server."""
+    with _fork_server(tmp_path) as server:
+        server.stdin.write(_command(tmp_path, 3) + _command(tmp_path, 5))
+        server.stdin.write(b'{"not": "a command"}\n')
+        server.stdin.flush()
+        events = []
+        while sum(e["event"] == "exit" for e in events) < 2:
+            events.append(json.loads(server.stdout.readline()))
     assert events[0]["event"] == "loaded"
     for n in (3, 5):
         mine = [e for e in events if e.get("n") == n]
@@ -200,32 +211,25 @@ def test_the_fork_server_forks_reports_reaps_and_stops_at_end_of_file(tmp_path):
 def test_the_fork_server_signals_only_the_children_it_has_not_reaped(tmp_path):
     """A signal command reaches the running child it names; one that names a child already
     reaped, or none, is ignored, and the server goes on."""
-    server = _python(FORK_SERVER, tmp_path / "server.log")
+    with _fork_server(tmp_path) as server:
 
-    def send(line: bytes) -> None:
-        server.stdin.write(line)
-        server.stdin.flush()
+        def send(line: bytes) -> None:
+            server.stdin.write(line)
+            server.stdin.flush()
 
-    def until(event: str, n: int) -> dict:
-        while (got := json.loads(server.stdout.readline()))["event"] != event or got["n"] != n:
-            pass
-        return got
+        def until(event: str, n: int) -> dict:
+            while (got := json.loads(server.stdout.readline()))["event"] != event or got["n"] != n:
+                pass
+            return got
 
-    try:
-        send((json.dumps({"n": 3, "log": str(tmp_path / "3.log")}) + "\n").encode())
+        send(_command(tmp_path, 3))
         assert until("exit", 3)["returncode"] == 3
         send(supervise.signal_command(signal.SIGKILL, n=3))  # reaped: its id is not its own
         send(supervise.signal_command(signal.SIGKILL, n=99))  # never forked
-        send((json.dumps({"n": 4, "sleep": True, "log": str(tmp_path / "4.log")}) + "\n").encode())
+        send(_command(tmp_path, 4, sleep=True))
         until("hello", 4)
         send(supervise.signal_command(signal.SIGKILL, n=4))
         assert until("exit", 4)["returncode"] == -signal.SIGKILL
-        server.stdin.close()
-        assert server.wait(10) == 0
-    finally:
-        server.kill()
-        server.wait(10)
-        server.stdout.close()
 
 
 def test_a_temporary_folder_is_named_after_its_owner_and_a_dead_owner_s_is_removed(tmp_path):
