@@ -62,6 +62,11 @@ def test_task1_right() -> None:
         ),
         ("0,2,-1,1", {0: 0}, "your mapping hides a GPU that the list makes visible"),
         ("", {0: 0, 1: 1, 2: 2, 3: 3}, "is not the same as an unset one"),
+        ("", {0: 0}, "shows physical GPU 0, which the list does not name"),
+        ("0,2,-1,1", {0: 0, 1: 2, 2: -1}, "shows -1 as a GPU, but an invalid index names no GPU"),
+        ("2,3", {0: 2.0, 1: 3.0}, "of whole numbers"),
+        ("1,0", {0: True, 1: False}, "of whole numbers"),
+        ("2,3", {0: "2", 1: "3"}, "of whole numbers"),
     ],
 )
 def test_task1_wrong(mask, wrong, hint) -> None:
@@ -260,7 +265,8 @@ def test_task3_swapped_devices(tf_worker) -> None:
     outcome = tf_worker.run(place("answers.make_place(matmul=0, add=-1)"))
     assert outcome.status == "wrong"
     assert "for the device of MatMul: expected 'CPU:1', got 'CPU:0'" in outcome.message
-    assert "soft placement" not in outcome.message
+    assert "Each of your two ops ran on the device meant for the other" in outcome.message
+    assert "soft placement" not in outcome.message and "default device" not in outcome.message
 
 
 @pytest.mark.parametrize(
@@ -421,6 +427,7 @@ def test_task4_reads_the_log_captured_live(tf_worker) -> None:
         (("MatMul", "missing-device"), ["MatMul ran on CPU:1, the device its code asks for"]),
         (("Sum", "no-kernel"), ["Sum ran on CPU:0, the device its code asks for"]),
         (("Conv2D", "missing-device"), ["colleague_forward runs no 'Conv2D'"]),
+        (("addv2", "no-kernel"), ["runs no 'addv2': op types are case-sensitive"]),
         (
             ("AddV2", "no-kernel"),
             [
@@ -431,7 +438,16 @@ def test_task4_reads_the_log_captured_live(tf_worker) -> None:
         (("AddV2", "no-scope"), ["read the `with tf.device(...)` around it"]),
         (("AddV2", "follows-input"), ["so why could it not?"]),
     ],
-    ids=["no-scope-op", "matmul", "sum", "unknown-op", "no-kernel", "no-scope", "follows-input"],
+    ids=[
+        "no-scope-op",
+        "matmul",
+        "sum",
+        "unknown-op",
+        "op-type-case",
+        "no-kernel",
+        "no-scope",
+        "follows-input",
+    ],
 )
 def test_task4_wrong(tf_worker, answer, fragments) -> None:
     outcome = tf_worker.run(diagnose(answer))

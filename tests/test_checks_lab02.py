@@ -120,7 +120,7 @@ def test_task1(tf_worker, code, status, fragments) -> None:
             "wrong",
             [
                 "for variable 0, 2 tower(s) with 2 variables: your values",
-                "Look at which gradients your code",
+                "neither the towers' mean, nor their sum, nor one tower's gradient",
             ],
         ),
         (

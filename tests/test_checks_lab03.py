@@ -108,7 +108,10 @@ def test_task1_one_device_uses_it_twice(tf_worker) -> None:
         ),
         (
             {"build": "swapped"},
-            ["for the device of layer 0's kernel: expected 'CPU:0', got 'CPU:1'"],
+            [
+                "layer 0's variables live on CPU:1 and layer 1's on CPU:0",
+                "each of your two layers has its variables on the device meant for the other",
+            ],
         ),
         (
             {"build": "devices", "run": "default"},
@@ -130,8 +133,27 @@ def test_task1_one_device_uses_it_twice(tf_worker) -> None:
                 "x through layer 0, then through layer 1",
             ],
         ),
+        (
+            {"units": (64, 10)},
+            ["layer 0 gives outputs of shape (16, 64)", "each layer's number of units"],
+        ),
+        ({"units": (32, 5)}, ["layer 1 gives outputs of shape (16, 5)", "look at layer 1's"]),
+        (
+            {"hidden": None},
+            ["layer 0 gives negative values", "the task gives the hidden layer's activation"],
+        ),
     ],
-    ids=["built-outside", "built-swapped", "run-outside", "run-reversed", "no-log", "logits"],
+    ids=[
+        "built-outside",
+        "built-swapped",
+        "run-outside",
+        "run-reversed",
+        "no-log",
+        "logits",
+        "hidden-width",
+        "output-width",
+        "no-relu",
+    ],
 )
 def test_task1_wrong(tf_worker, switches, fragments) -> None:
     outcome = tf_worker.run(place(**switches))
@@ -148,8 +170,8 @@ def test_task1_wrong(tf_worker, switches, fragments) -> None:
             [
                 "with devices = ['CPU:1', 'CPU:0']: for the device of layer 0's kernel: "
                 "expected 'CPU:1', got 'CPU:0'",
-                "CPU:0 is TensorFlow's default device, where a variable goes when no device "
-                "scope is open",
+                "CPU:0 is TensorFlow's default device: a variable lands there when no device "
+                "scope is open as it is created",
             ],
         ),
         (
@@ -484,7 +506,10 @@ def test_task3_an_unknown_message_compares_the_type_only(monkeypatch, measured) 
         ),
         (
             {7: ("ValueError", "initialised")},
-            ["call 7.", "what call 5 did"],
+            [
+                "call 7 (for call 7 the reason is right, the exception type is not).",
+                "Start with call 7: your reason is right",
+            ],
         ),
         (
             {8: ("ValueError", "gpu-only")},

@@ -18,19 +18,28 @@ def _scope(device):
 
 
 def make_place(
-    build="first-call", run="devices", capture=True, shift=0.0, model=False, output=None
+    build="first-call",
+    run="devices",
+    capture=True,
+    shift=0.0,
+    model=False,
+    output=None,
+    units=(32, 10),
+    hidden="relu",
 ):
     """Task 1: ``place_model``. ``build``: "first-call" (built by the first call, in its
     device scope), "devices" (built beforehand in the right scopes), "nowhere" (beforehand, in
     no scope), "swapped". ``run``: "devices", "default" (called in no scope), "reversed",
     "first-default" and "second-default" (one layer called in no scope). ``output``: the
-    output layer's activation."""
+    output layer's activation; ``units``: the layers' widths; ``hidden``: the hidden layer's
+    activation."""
 
     def place(x, devs):
-        a, b = keras.layers.Dense(32, activation="relu"), keras.layers.Dense(10, activation=output)
+        a = keras.layers.Dense(units[0], activation=hidden)
+        b = keras.layers.Dense(units[1], activation=output)
         if build != "first-call":
             scopes = {"devices": devs, "swapped": devs[::-1], "nowhere": [None, None]}[build]
-            for layer, scope, width in zip((a, b), scopes, (64, 32), strict=True):
+            for layer, scope, width in zip((a, b), scopes, (64, units[0]), strict=True):
                 with _scope(scope):
                     layer.build((None, width))
         where = {

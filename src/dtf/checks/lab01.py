@@ -8,6 +8,7 @@ colleague's code did not run where it asked, and why; 5. (optional) soft placeme
 from __future__ import annotations
 
 import inspect
+import numbers
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -61,7 +62,8 @@ _GPU_IN_CODE = re.compile(r"(?i)/(?:device:)?gpu:(?P<n>\d*)|\bgpu:(?P<m>\d+)")
 
 
 def _as_mapping(value: Any) -> Any:
-    """``{0: 2, 1: 3}`` from a dict or a list ``[2, 3]`` of whole numbers, else ``value``."""
+    """``{0: 2, 1: 3}`` from a dict or a list ``[2, 3]`` of whole numbers, else ``value``
+    (which then never equals a mapping: ``{0: 2.0}`` would)."""
     items: Iterable[tuple[Any, Any]]
     if isinstance(value, Mapping):
         items = value.items()
@@ -69,32 +71,37 @@ def _as_mapping(value: Any) -> Any:
         items = enumerate(value)
     else:
         return value
-    try:
-        return {int(key): int(item) for key, item in items}
-    except (TypeError, ValueError):
-        return value
+    pairs = list(items)
+    if all(_whole(n) for pair in pairs for n in pair):
+        return {int(key): int(item) for key, item in pairs}
+    return value
+
+
+def _whole(value: Any) -> bool:
+    """An int (numpy's too), not a bool, a float or text."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
 def _mask_hint(mask: str, got: Any, right: dict[int, int]) -> str:
     """What is wrong with ``got``, a wrong mapping of ``mask``, as its slip: never ``right``."""
-    if not isinstance(got, dict) or not all(
-        isinstance(k, int) and isinstance(v, int) for k, v in got.items()
-    ):
+    if not isinstance(got, dict) or not all(_whole(k) and _whole(v) for k, v in got.items()):
         return "each mapping is a dict {visible ordinal: physical GPU id} of whole numbers"
-    if not mask:
+    if not mask and got == {i: i for i in range(PHYSICAL_GPUS)}:
         return "an empty CUDA_VISIBLE_DEVICES is not the same as an unset one: reread the rules"
     if sorted(got) != list(range(len(got))):
         return (
             f"your ordinals {sorted(got)} do not count up from 0: visible ordinals always "
             "start at 0, with no gaps"
         )
-    listed = [int(t) for t in mask.split(",")]
+    listed = [int(t) for t in mask.split(",")] if mask else []
     first_invalid = next((i for i, t in enumerate(listed) if t < 0), len(listed))
     ids = list(got.values())
     extra = [g for g in ids if g not in right.values()]
     if len(set(ids)) != len(ids):
         return "your mapping gives one physical GPU two ordinals"
-    if extra and extra[0] in listed[first_invalid:]:
+    if extra and first_invalid < len(listed) and extra[0] == listed[first_invalid]:
+        return f"your mapping shows {extra[0]} as a GPU, but an invalid index names no GPU"
+    if extra and extra[0] in listed[first_invalid + 1 :]:
         return (
             f"your mapping shows GPU {extra[0]}, listed after the invalid index "
             f"{listed[first_invalid]}: CUDA stops reading the list at the first invalid index"
@@ -121,7 +128,11 @@ def task1(answer: Any) -> str:
                 f"the dict needs one key per mask, exactly as written: {list(MASKS)}",
             )
         right = masking.visible_mapping(mask, PHYSICAL_GPUS)
-        if _as_mapping(got[mask]) != right:
+        mapping = _as_mapping(got[mask])
+        whole = isinstance(mapping, dict) and all(
+            _whole(k) and _whole(v) for k, v in mapping.items()
+        )
+        if not whole or mapping != right:
             raise Wrong(
                 f"for CUDA_VISIBLE_DEVICES={mask!r}, your mapping {short(got[mask])} is not "
                 "what CUDA shows",
@@ -301,6 +312,10 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
                     "your code writes a device name of its own instead of taking it from "
                     "`devices`: " + hint
                 )
+            elif found["MatMul"] == [wanted["the addition"]] and found["the addition"] == [
+                wanted["MatMul"]
+            ]:
+                hint = "each of your two ops ran on the device meant for the other"
             elif found[what] == [default_device()]:
                 hint = (
                     f"{ran} is TensorFlow's default device, where an op runs when no device "
@@ -381,6 +396,13 @@ _LOOK_HINT = (
 _WHY = "{op_type} is the op that did not run where its code asks, but {reason!r} is not why"
 #: Task 4: the known mistakes, over the facts of :func:`task4`, the first ones about the op.
 TASK4_MISTAKES = (
+    Mistake(
+        lambda op_type, asked, **_: (
+            op_type not in asked and op_type.lower() in {op.lower() for op in asked}
+        ),
+        "colleague_forward runs no {op_type!r}: op types are case-sensitive",
+        "your op type is not written as the log's op_type column writes it",
+    ),
     Mistake(
         lambda op_type, asked, **_: op_type not in asked,
         "colleague_forward runs no {op_type!r}",

@@ -98,8 +98,9 @@ def _average_slip(got: Any, each: list[np.ndarray]) -> str:
             if np.allclose(have, grad, atol=1e-5):
                 return f"that is tower {t}'s gradient alone: the other towers' are left out"
     return (
-        "look at which gradients your code takes together: tower_grads[t][v] is tower t's "
-        "gradient of variable v"
+        "your values are neither the towers' mean, nor their sum, nor one tower's gradient: "
+        "look at what your code computes from tower_grads[t][v], tower t's gradient of "
+        "variable v"
     )
 
 
@@ -129,8 +130,14 @@ def task1(answer: Any) -> str:
                 )
             for name, want, have in (("x", x_i, shard[0]), ("y", y_i, shard[1])):
                 hint = "the shards keep the examples in order: shard 0 holds the first ones"
-                if _shape_of(have) not in (None, np.shape(want)):
+                shape = _shape_of(have)
+                if shape is not None and shape[:1] != np.shape(want)[:1]:
                     hint = "your shards are not equal parts of the batch, one per tower"
+                elif shape not in (None, np.shape(want)):
+                    hint = (
+                        f"your {name} shard has the right number of examples, but not the shape "
+                        "they have in the batch: each pair is (x shard, y shard)"
+                    )
                 where = f"{name} of shard {i} of {what}"
                 expect_close(want, have, what=where, hint=hint, show_expected=False)
     batch, n = UNEVEN

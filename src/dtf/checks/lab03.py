@@ -56,6 +56,12 @@ def device_pair(setup: Any) -> list[str]:
 
 
 def _check_variables(layers: list, wanted: list[str], case: str) -> None:
+    homes = [{variable_device(v) for v in layer.trainable_variables} for layer in layers]
+    if wanted[0] != wanted[1] and homes == [{wanted[1]}, {wanted[0]}]:
+        raise Wrong(
+            f"{case}layer 0's variables live on {wanted[1]} and layer 1's on {wanted[0]}",
+            "each of your two layers has its variables on the device meant for the other",
+        )
     for i, (layer, device) in enumerate(zip(layers, wanted, strict=True)):
         if not layer.trainable_variables:
             raise Wrong(
@@ -72,8 +78,9 @@ def _check_variables(layers: list, wanted: list[str], case: str) -> None:
             unscoped = ""
             if where == default_device():
                 unscoped = (
-                    f"{where} is TensorFlow's default device, where a variable goes when "
-                    "no device scope is open as it is created. "
+                    f"{where} is TensorFlow's default device: a variable lands there when no "
+                    "device scope is open as it is created, or when the scope in effect names "
+                    "it. "
                 )
             raise Wrong(
                 case + expected_got(device, where, f"the device of layer {i}'s {kind}"),
@@ -111,10 +118,23 @@ def _check_run(answer: Any, x: Any, pair: list[str], case: str) -> list[str]:
                 "logits are the raw scores of the output layer, before any softmax: the loss "
                 "(and the prediction) apply it themselves. Look at the output layer's activation",
             )
-    h = x
+    h, outputs = x, []
     for layer, device in zip(layers, pair, strict=True):
         with tf.device(device):
             h = layer(h)
+        outputs.append(np.asarray(as_array(h)))
+    for i, (out, units) in enumerate(zip(outputs, (HIDDEN, CLASSES), strict=True)):
+        if out.ndim != 2 or out.shape[1] != units:
+            raise Wrong(
+                f"{case}layer {i} gives outputs of shape {out.shape} for a batch of "
+                f"{out.shape[0] if out.ndim else '?'}",
+                f"the task gives each layer's number of units: look at layer {i}'s",
+            )
+    if (outputs[0] < 0).any():
+        raise Wrong(
+            f"{case}layer 0 gives negative values",
+            "the task gives the hidden layer's activation: look at layer 0's",
+        )
     expect_close(
         h,
         logits,
@@ -459,7 +479,7 @@ def task3(answer: Any) -> str:
     their outcome. A message this checker does not know is compared by its type only."""
     predicted = _predictions(call(answer))
     measured = measure()
-    unknown, wrong, reason_only = [], [], []
+    unknown, wrong, reason_only, type_only = [], [], [], []
     for number in CALLS:
         outcome, got = measured[number], predicted[number]
         expected = outcome and (outcome[0], reason_of(outcome[1]))
@@ -471,6 +491,8 @@ def task3(answer: Any) -> str:
             wrong.append(number)
             if compared and expected and compared[0] == expected[0]:
                 reason_only.append(number)
+            elif compared and expected and expected[1] is not None and compared[1] == expected[1]:
+                type_only.append(number)
     if wrong:
         detail = f"{len(wrong)} of {len(CALLS)} predictions are wrong: "
         detail += f"{plural(len(wrong), 'call')} {listed(wrong)}"
@@ -478,6 +500,17 @@ def task3(answer: Any) -> str:
             detail += (
                 f" (for {plural(len(reason_only), 'call')} {listed(reason_only)} the "
                 "exception type is right, the reason is not)"
+            )
+        if type_only:
+            detail += (
+                f" (for {plural(len(type_only), 'call')} {listed(type_only)} the reason is "
+                "right, the exception type is not)"
+            )
+        if wrong[0] in type_only:
+            raise Wrong(
+                detail,
+                f"start with call {wrong[0]}: your reason is right, and the task states which "
+                "exception type goes with which kind of failure",
             )
         raise Wrong(detail, "start with " + CALL_HINTS[wrong[0]])
     raised = [n for n in CALLS if measured[n] is not None]
