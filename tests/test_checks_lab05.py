@@ -319,7 +319,11 @@ def test_task3_right(tf_worker) -> None:
             ],
         ),
         ({"swap": True}, ["you returned (optimizer, model)"]),
-        ({"optimizer": "adam"}, ["for the optimizer (type, learning rate, momentum)"]),
+        ({"optimizer": "adam"}, ["for the optimizer (type, learning rate, momentum"]),
+        (
+            {"optimizer": "nesterov"},
+            ["nesterov, weight decay): expected ('SGD', 0.1, 0.9, False, None), got ('SGD', 0.1, "],
+        ),
         ({"no_input": True}, ["the model has no variables yet", "the lab's network"]),
         (
             {"network": "wider"},
@@ -343,6 +347,7 @@ def test_task3_right(tf_worker) -> None:
         "not-built",
         "swapped",
         "adam",
+        "nesterov",
         "no-input",
         "another-network",
         "unseeded-network",
@@ -410,12 +415,12 @@ def test_task4_a_step_that_is_no_tf_function_is_wrong(tf_worker) -> None:
                 "the weights after 3 steps are those of single-device training with steps 2 "
                 "times too large",
                 "each replica's loss was the mean over its own shard",
-                "does your step compute it with your replica_loss (Task 2)?",
+                "look at the loss your step computes and at what it divides by",
             ],
         ),
         (
             {"loss": "mean", "reduce": "MEAN"},
-            ["steps 2 times too large", "replica_loss"],
+            ["steps 2 times too large", "what it divides by"],
         ),
         (
             {"reduce": "MEAN"},
@@ -618,6 +623,7 @@ def test_task6_malformed_and_not_attempted() -> None:
         (lambda: ["DATA"], "expected a dict {layout: policy}"),
         (lambda: {"a": "DATA"}, "no policy for layout 'b'"),
         (policies(c="SHARD"), "for layout 'c': expected an auto-shard policy, got 'SHARD'"),
+        (policies(c="HINT"), "HINT is not one of the four policies this task compares"),
     ]:
         verdict = lab05.task6(answer)
         assert verdict.status == "wrong" and fragment in verdict.message, verdict.message

@@ -220,6 +220,14 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
                 "only the chief's folder, base, is the real one",
             ],
         ),
+        (
+            {"returns": "wrapped"},
+            [
+                "your manager manages another checkpoint than the one the function received",
+                "the worker's own",
+            ],
+        ),
+        ({"returns": "no-max-to-keep"}, ["raised TypeError", "in a new cell"]),
     ],
     ids=[
         "everybody-base",
@@ -235,6 +243,8 @@ def test_task1_other_right_answers(tf_worker, switches) -> None:
         "asserts-without-checkpoint",
         "returns-the-folder",
         "only-the-chief-saves",
+        "manages-another-checkpoint",
+        "an-error-not-of-tf-config",
     ],
 )
 def test_task1_wrong(tf_worker, switches, fragments) -> None:
@@ -373,6 +383,7 @@ def test_task2_really_runs_and_kills_the_workers(lab) -> None:
             ["for worker 1 of", "the stamp of its error", "seconds from the kill, not a moment"],
         ),
         ({"noticed": "now"}, ["measured up to when your function ran (about 100 s"]),
+        ({"noticed": "millis"}, ["a time in milliseconds", "the task asks for seconds"]),
         ({"noticed": "wall-clock"}, ["time.time()", "another clock"]),
         ({"noticed": "everyone"}, ["noticed has an entry for worker 0, which was killed"]),
         (
@@ -389,6 +400,7 @@ def test_task2_really_runs_and_kills_the_workers(lab) -> None:
         "hardcoded",
         "absolute-stamp",
         "now",
+        "milliseconds",
         "wall-clock",
         "dead-noticed",
         "first-survivor-only",

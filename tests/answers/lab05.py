@@ -124,6 +124,10 @@ def make_build(
         with scope(opt_in):
             if optimizer == "sgd":
                 opt = keras.optimizers.SGD(lab05.LEARNING_RATE, momentum=lab05.MOMENTUM)
+            elif optimizer == "nesterov":
+                opt = keras.optimizers.SGD(
+                    lab05.LEARNING_RATE, momentum=lab05.MOMENTUM, nesterov=True
+                )
             else:
                 opt = keras.optimizers.Adam(lab05.LEARNING_RATE)
         if build is not None:

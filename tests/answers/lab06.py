@@ -50,7 +50,10 @@ def make_make_manager(
             folder = f"{task_type}-{index}-tmp"
         if kind == "path":
             folder = pathlib.Path(folder)
-        manager = tf.train.CheckpointManager(checkpoint, folder, max_to_keep=2)
+        if returns == "no-max-to-keep":  # TypeError: max_to_keep has no default
+            tf.train.CheckpointManager(checkpoint, folder)
+        managed = tf.train.Checkpoint(inner=checkpoint) if returns == "wrapped" else checkpoint
+        manager = tf.train.CheckpointManager(managed, folder, max_to_keep=2)
         if restore == "base":
             latest = tf.train.latest_checkpoint(base)
             if latest:
@@ -92,6 +95,8 @@ def make_diagnose(failed="signal", noticed="stamp-diff", only_first=False, one=F
                 seen[t] = stamp - killed_at
             elif noticed == "stamp":
                 seen[t] = stamp
+            elif noticed == "millis":
+                seen[t] = (stamp - killed_at) * 1000
             elif noticed == "now":
                 seen[t] = time.monotonic() - killed_at
             elif noticed == "wall-clock":

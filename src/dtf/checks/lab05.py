@@ -201,7 +201,7 @@ TASK1_MISTAKES = (
         "dataset among the replicas",
     ),
     Mistake(
-        lambda ids, sizes, full, **_: len(np.unique(ids)) != len(ids) or len(sizes) > full + 1,
+        lambda ids, **_: len(np.unique(ids)) != len(ids),
         "for {what}: your dataset gave more global batches of {g} than one pass holds, with "
         "examples seen twice",
         "one pass over the data: every example once",
@@ -444,16 +444,18 @@ TASK3_MISTAKES = (
     Mistake(
         lambda optimizer_outside, **_: optimizer_outside,
         "the optimizer was created outside strategy.scope(): its own variables (its step "
-        "counter, and the momentum of every weight) are single variables that every replica "
-        "updates in turn, once per replica and step{times}, so training drifts away from "
-        "single-device training without any error",
+        "counter, and the momentum of every weight) are single variables, not mirrored "
+        "ones{consequence}",
         "its variables are mirrored only if it is created in the strategy's scope, as the model is",
     ),
     Mistake(
         lambda settings, **_: (
-            settings[0] != "SGD" or not np.allclose(settings[1:], (LEARNING_RATE, MOMENTUM))
+            settings[0] != "SGD"
+            or not np.allclose(settings[1:3], (LEARNING_RATE, MOMENTUM))
+            or settings[3:] != (False, None)
         ),
-        "for the optimizer (type, learning rate, momentum): expected {wanted}, got {settings}",
+        "for the optimizer (type, learning rate, momentum, nesterov, weight decay): expected "
+        "{wanted}, got {settings}",
         "the task names the optimizer and its settings, LEARNING_RATE and MOMENTUM",
     ),
     Mistake(
@@ -506,15 +508,25 @@ def task3(answer: Any, strategy: Any) -> str:
         type(optimizer).__name__,
         round(float(as_array(optimizer.learning_rate)), 7),
         float(getattr(optimizer, "momentum", 0.0)),
+        bool(getattr(optimizer, "nesterov", False)),
+        getattr(optimizer, "weight_decay", None),
     )
     diagnose(
         TASK3_MISTAKES,
         variables=variables, momentums=momentums, settings=settings, built=optimizer.built,
         outside=", ".join(outside[:4]) + (", ..." if len(outside) > 4 else ""),
-        on=_on_replicas(n), times=f" (here {n} times per step)" if n > 1 else "",
+        on=_on_replicas(n),
+        consequence=(
+            ": every replica updates them in turn, once per replica and step"
+            + (f" (here {n} times per step)" if n > 1 else "")
+            + ", so training drifts away from single-device training without any error"
+            if optimizer.built
+            else ", and its first apply_gradients inside strategy.run fails when the step is "
+            "traced"
+        ),
         optimizer_outside=not _created_in_scope(strategy, optimizer.iterations),
         optimizer_mirrored=all(_created_in_scope(strategy, v) for v in optimizer.variables),
-        wanted=("SGD", LEARNING_RATE, MOMENTUM),
+        wanted=("SGD", LEARNING_RATE, MOMENTUM, False, None),
         shapes=[tuple(w.shape) for w in weights], lab_shapes=[w.shape for w in lab_weights],
         same_weights=all_close(lab_weights, weights, 0, 0),
     )  # fmt: skip
@@ -600,8 +612,8 @@ TASK4_MISTAKES = (
         "the weights after {steps} steps are those of single-device training with steps {n} "
         "times too large: each replica's loss was the mean over its own shard, and the "
         "all-reduce adds up the {n} replicas' gradients",
-        "your step's loss is a mean over each replica's own shard: does your step compute it "
-        "with your replica_loss (Task 2)?",
+        "each replica's loss is a mean over its own shard: look at the loss your step computes "
+        "and at what it divides by",
     ),
     Mistake(
         lambda n, expected, got, expected_losses, losses, **_: (
@@ -690,7 +702,7 @@ def task4(answer: Any, strategy: Any) -> str:
 # --------------------------------------------------------------------------- task 5
 
 
-@task(LAB, 5, optional=True)
+@task(LAB, 5, optional=True, references=("dtf.lessons.worker_program.make_train_step",))
 def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
     """``train_epoch(strategy, x, y, per_replica_batch) -> (model, losses)``: one epoch over
     the digits with the learner's pieces, compared with :func:`_single_device` from
@@ -721,7 +733,9 @@ def task5(answer: Any, strategy: Any, per_replica_batch: int) -> str:
             f"{len(x)} examples",
             "one step per full global batch of your distribute(...) (Task 1)"
             if len(losses) > steps
-            else "your distribute(...) takes the per-replica batch, not the global one",
+            else "your distribute(...) takes the per-replica batch, not the global one"
+            if len(losses) == len(x) // (g * n)
+            else "one loss per step: your list has fewer losses than the epoch has steps",
         )
     variables = list(getattr(model, "trainable_variables", []))
     if not variables or not all(_created_in_scope(strategy, v) for v in variables):
@@ -879,7 +893,9 @@ def task6(answer: Any) -> str:
         if name is None:
             raise Wrong(
                 f"for layout {key!r}: expected an auto-shard policy, got {short(got[key])}",
-                "use a member of tf.data.experimental.AutoShardPolicy (AUTO, FILE, DATA, OFF)",
+                "HINT is not one of the four policies this task compares"
+                if str(getattr(got[key], "name", got[key])).strip().upper() == "HINT"
+                else "use a member of tf.data.experimental.AutoShardPolicy (AUTO, FILE, DATA, OFF)",
             )
         ok, why = policy_outcome(key, name)
         if not ok:
@@ -948,8 +964,11 @@ _NOT_SHARE = "your share of {kind}, {share:.3f}, is not its share in the trace"
 #: (the first three), then a wrong share of the right kind.
 TASK7_MISTAKES = (
     Mistake(
-        lambda kind, want_kind, summed, **_: (
-            kind != want_kind and bool(summed) and kind == max(summed, key=summed.get)
+        lambda kind, want_kind, summed, busiest, **_: (
+            kind != want_kind
+            and kind != busiest
+            and bool(summed)
+            and kind == max(summed, key=summed.get)
         ),
         _NOT_LARGEST,
         "you added up the ops' durations: ops on several threads run at the same time, and an "
@@ -1014,6 +1033,7 @@ def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) ->
         diagnose(
             TASK7_MISTAKES,
             kind=kind, share=share, want_kind=want_kind, summed=summed,
+            busiest=max(BOTTLENECK_KINDS[:3], key=lambda k: float(profiling.shares(table)[k])),
             kind_share=float(profiling.shares(table)[kind]),
             per_step=table[kind] / table["step_ms"],
         )  # fmt: skip
@@ -1101,13 +1121,15 @@ def compute_bound_trace(logdir: Any) -> None:
     _trace_steps(logdir, lambda: chain(a).numpy(), TRACED_STEPS)
 
 
-def _judge_trace(answer: Any, logdir: Any) -> str:
+def _judge_trace(answer: Any, logdir: Any, answers: list | None = None) -> str:
     from dtf import profiling
     from dtf.lessons import trace_reading
 
     space = profiling.load(logdir)
     table_ops, steps = trace_reading.op_table(profiling.host_plane(space)), profiling.steps(space)
     got = call_function(answer, str(logdir))
+    if answers is not None:
+        answers.append(got)
     return judge_bottleneck(
         got, trace_reading.breakdown(table_ops, steps), _summed_durations(table_ops, steps)
     )
@@ -1127,17 +1149,21 @@ def task7(answer: Any, logdir: Any) -> str:
             f"no trace to judge: {error}",
             "run the cell that traces the slow step first, and pass its SLOW_TRACE",
         ) from None
-    first = _judge_trace(answer, logdir)
+    answers: list = []
+    first = _judge_trace(answer, logdir, answers)
     with tempfile.TemporaryDirectory(prefix="lab05_check_") as other:
         compute_bound_trace(other)
         try:
-            _judge_trace(answer, other)
+            _judge_trace(answer, other, answers)
         except Wrong as wrong:
+            same = len(answers) == 2 and repr(answers[0]) == repr(answers[1])
             raise Wrong(
                 "right for the lab's trace, but for a second trace (matrix products on one "
                 f"device, captured by the checker): {wrong.args[0]}",
-                "your answer holds for this lab's step only: it does not come from the trace "
-                "under the logdir you are given",
+                "your answer is the same for both traces: it does not come from the trace "
+                "under the logdir you are given"
+                if same
+                else wrong.hint,
             ) from None
     # Not the second trace's numbers: they change from one capture to the next.
     return (

@@ -152,7 +152,11 @@ def _manager(answer: Any, base: str, cluster: dict | None, t: Any, where: str):
         else "tf_config is JSON text: its task says who this process is, its cluster who the "
         "others are"
     )
-    got = call_function(answer, checkpoint, base, text, hints=(("raised", hint),), where=where[4:])
+    # Only errors of reading tf_config get its hint; any other error keeps the general one.
+    reading = (
+        r"JSONDecodeError|NoneType|JSON object must be str|KeyError: '(cluster|task|type|index)'"
+    )
+    got = call_function(answer, checkpoint, base, text, hints=((reading, hint),), where=where[4:])
     if got is None:
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got None",
@@ -166,6 +170,11 @@ def _manager(answer: Any, base: str, cluster: dict | None, t: Any, where: str):
         raise Wrong(
             f"{where}: expected a tf.train.CheckpointManager, got {shown}",
             "every task gets a tf.train.CheckpointManager of its checkpoint, not a folder",
+        )
+    if got.checkpoint is not checkpoint:
+        raise Wrong(
+            f"{where}: your manager manages another checkpoint than the one the function received",
+            "the manager saves and restores the checkpoint it is given: the worker's own",
         )
     path = os.fspath(got.directory)
     if not os.path.isabs(path):
@@ -259,7 +268,7 @@ def _save_everywhere(started: dict, chief: Any, base: str, what: str) -> list:
             raise Wrong(
                 f"for {what}: {_label(t)}'s manager could not save into {_shown(folder, base)} "
                 f"({error_line(exc)})",
-                "that folder is not one the task allows: every folder is base, or one inside it",
+                "saving failed in a folder the rules allow: look at how you made that manager",
             ) from None
     latest = tf.train.latest_checkpoint(base)
     holds = latest and int(tf.train.load_variable(latest, "task/.ATTRIBUTES/VARIABLE_VALUE"))
@@ -412,7 +421,8 @@ FAILED_MISTAKES = (
     Mistake(
         lambda missing, **_: missing,
         "for {what}: your failed list {failed} leaves out a worker that reported no error",
-        "several workers can fail together: what does each result's returncode say?",
+        "a worker that reported no error was ended by a signal: what does each result's "
+        "returncode say?",
     ),
     Mistake(
         lambda **_: True,
@@ -459,7 +469,12 @@ SECONDS_MISTAKES = (
         "use the stamps you are given, of one clock: the error event's and the kill's",
     ),
     Mistake(
-        lambda value, after, **_: value >= after - 1e-3,
+        lambda value, want, **_: want > 0 and abs(value - 1000 * want) <= 1e-3,
+        "{who}: you returned {value:.4f}, a time in milliseconds",
+        "the task asks for seconds",
+    ),
+    Mistake(
+        lambda value, after, **_: after - 1e-3 <= value <= after + 10,
         "{who}: you measured up to when your function ran (about {after:.0f} s after the kill "
         "here), not up to the worker's error",
         "the moment a worker noticed is stamped in its error event",
