@@ -261,6 +261,13 @@ def test_task3_a_placement_log_works_too(tf_worker) -> None:
     assert outcome.status == "correct", outcome.message
 
 
+def test_task3_refuses_a_tf_function(tf_worker) -> None:
+    outcome = tf_worker.run(place("tf.function(answers.make_place())"))
+    assert outcome.status == "wrong", outcome.message
+    assert "your place_ops is a tf.function" in outcome.message
+    assert "ask for the ops to run eagerly" in outcome.message
+
+
 def test_task3_swapped_devices(tf_worker) -> None:
     outcome = tf_worker.run(place("answers.make_place(matmul=0, add=-1)"))
     assert outcome.status == "wrong"

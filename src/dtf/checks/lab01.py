@@ -329,7 +329,13 @@ def _check_placement(answer: Any, devices: list[str], case: str) -> tuple[str, s
 def task3(answer: Any, setup: Any) -> str:
     """``place_ops(a, b, bias, devices) -> (result, placement table)``: the matmul on the last
     of ``devices``, the addition on the first, proven by the log; checked with the devices
-    as given and reversed (:func:`dtf.checks.core.both_ways`)."""
+    as given and reversed (:func:`dtf.checks.core.both_ways`); the task asks for eager ops,
+    so a ``tf.function`` is refused."""
+    if hasattr(answer, "get_concrete_function"):
+        raise Wrong(
+            "your place_ops is a tf.function, so its ops run as a graph",
+            "the constraints ask for the ops to run eagerly",
+        )
     placed = [_check_placement(answer, run, case) for run, case in both_ways(device_names(setup))]
     note = f"MatMul ran on {placed[0][0]} and the addition on {placed[0][1]}"
     if len(placed) > 1:
