@@ -190,6 +190,13 @@ def test_task3_checking_again_gives_the_same_verdict(tf_worker) -> None:
     assert len(set(outcome.out["hidden"])) == 1, outcome.out["hidden"]
 
 
+def test_task3_gradients_off_the_tower_s_device_are_wrong(tf_worker) -> None:
+    outcome = tf_worker.run(task3("tf.function(make_step(gradient_outside=True))"))
+    assert outcome.status == "wrong", outcome.message
+    assert "no tower's gradient was computed on CPU:1" in outcome.message
+    assert "where your code calls tape.gradient" in outcome.message
+
+
 def test_task3_one_device_is_wrong(tf_worker) -> None:
     outcome = tf_worker.run(task3("tf.function(make_step(on_devices=False))"))
     assert outcome.status == "wrong"

@@ -199,13 +199,15 @@ def task2(answer: Any) -> str:
 
 @dataclass
 class _Run:
-    """What the learner's steps did: the first step's MatMul devices, the devices after the
+    """What the learner's steps did: the first step's MatMul and ReluGrad (the hidden layer's
+    gradient) devices, the devices after the
     last MatMul (averaging, update) and whether its log shows every op; the variables given
     None gradients; each :func:`loss` call's examples; when the first step ran eagerly, each
     loss call's labels and device, and from them (shard, device of its logits) of each
     tower; the error that stopped them, if any."""
 
     matmul_devices: list[str] = field(default_factory=list)
+    gradient_devices: list[str] = field(default_factory=list)
     update_devices: list[str] = field(default_factory=list)
     complete: bool = False
     none_gradients: dict[str, None] = field(default_factory=dict)
@@ -300,6 +302,7 @@ def _train(step, learner, references, digits, batch, names, logging_on) -> _Run:
                     with placement.capture() as log:
                         call_function(step, *args)
                     run.matmul_devices = devices_of(log.table, ["MatMul"])
+                    run.gradient_devices = devices_of(log.table, ["ReluGrad"])
                     run.update_devices = _update_devices(log.table)
                     # Every op run was logged: eager ops in Jupyter, or a tf.function traced
                     # just now (a plain script logs an eager op only once per device).
@@ -446,6 +449,15 @@ def task3(answer: Any, setup: Any) -> str:
                 f"(MatMuls ran on {', '.join(run.matmul_devices)})",
                 "tower i's forward pass and gradients belong on devices[i]: look at the "
                 "device scope around them",
+            )
+        no_gradient = [d for d in wanted if d not in run.gradient_devices]
+        if run.complete and run.gradient_devices and no_gradient:
+            raise Wrong(
+                f"the weights are right, but no tower's gradient was computed on "
+                f"{', '.join(no_gradient)}: the ReLU's gradient (ReluGrad) ran on "
+                f"{', '.join(run.gradient_devices)} only",
+                "a tower's gradients belong on its device too: look at the device scope in "
+                "effect where your code calls tape.gradient",
             )
         elsewhere = [d for d in run.update_devices if d != short_device(_PARAMETER_DEVICE)]
         if run.complete and elsewhere:
