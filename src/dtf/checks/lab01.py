@@ -61,20 +61,20 @@ _ADD_TYPES = ("AddV2", "Add", "BiasAdd", "AddN")
 _GPU_IN_CODE = re.compile(r"(?i)/(?:device:)?gpu:(?P<n>\d*)|\bgpu:(?P<m>\d+)")
 
 
-def _as_mapping(value: Any) -> Any:
-    """``{0: 2, 1: 3}`` from a dict or a list ``[2, 3]`` of whole numbers, else ``value``
-    (which then never equals a mapping: ``{0: 2.0}`` would)."""
+def _as_mapping(value: Any) -> dict[int, int] | None:
+    """``{0: 2, 1: 3}`` from a dict or a list ``[2, 3]`` of whole numbers, else None (not
+    ``value``: ``{0: 2.0}`` would equal the right mapping)."""
     items: Iterable[tuple[Any, Any]]
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, (list, tuple)):
         items = enumerate(value)
     else:
-        return value
+        return None
     pairs = list(items)
     if all(_whole(n) for pair in pairs for n in pair):
         return {int(key): int(item) for key, item in pairs}
-    return value
+    return None
 
 
 def _whole(value: Any) -> bool:
@@ -82,9 +82,10 @@ def _whole(value: Any) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
-def _mask_hint(mask: str, got: Any, right: dict[int, int]) -> str:
-    """What is wrong with ``got``, a wrong mapping of ``mask``, as its slip: never ``right``."""
-    if not isinstance(got, dict) or not all(_whole(k) and _whole(v) for k, v in got.items()):
+def _mask_hint(mask: str, got: dict[int, int] | None, right: dict[int, int]) -> str:
+    """What is wrong with ``got`` (:func:`_as_mapping` of the answer), a wrong mapping of
+    ``mask``, as its slip: never ``right``."""
+    if got is None:
         return "each mapping is a dict {visible ordinal: physical GPU id} of whole numbers"
     if not mask and got == {i: i for i in range(PHYSICAL_GPUS)}:
         return "an empty CUDA_VISIBLE_DEVICES is not the same as an unset one: reread the rules"
@@ -129,14 +130,11 @@ def task1(answer: Any) -> str:
             )
         right = masking.visible_mapping(mask, PHYSICAL_GPUS)
         mapping = _as_mapping(got[mask])
-        whole = isinstance(mapping, dict) and all(
-            _whole(k) and _whole(v) for k, v in mapping.items()
-        )
-        if not whole or mapping != right:
+        if mapping != right:
             raise Wrong(
                 f"for CUDA_VISIBLE_DEVICES={mask!r}, your mapping {short(got[mask])} is not "
                 "what CUDA shows",
-                _mask_hint(mask, _as_mapping(got[mask]), right),
+                _mask_hint(mask, mapping, right),
             )
     return f"all {len(MASKS)} mappings match CUDA's rules"
 
