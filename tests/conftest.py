@@ -156,6 +156,9 @@ def pytest_configure(config):
     if config.pluginmanager.hasplugin("nbval"):
         # Registered as a plugin, not a conftest hook: the notebooks are not under tests/.
         config.pluginmanager.register(_NoStderrUnderNbval(), "dtf-no-stderr-under-nbval")
+        from tests.forked_kernel import use_in_nbval
+
+        use_in_nbval()  # a tutorial's kernel forked from a process that imported TensorFlow
 
 
 # --------------------------------------------------------------------------- suite records

@@ -131,11 +131,13 @@ class _ScriptServer:
             log = supervise.log_tail(self.folder / "server.log") if self.folder else ""
             raise RuntimeError(f"tests/script_server.py ended:\n{log}")
 
-    def spawn(self, code: str, env: dict, argv: tuple = (), stdin: Path | None = None) -> int:
-        """Fork a child that runs ``code``; its number, whose ``{n}.out`` is its standard
-        output and ``{n}.log`` its standard error in :attr:`folder`. With ``stdin`` (a FIFO)
-        it reads that, and ``{n}.out`` is a FIFO too, created here: open it for reading
-        before ``stdin`` for writing, the order the child opens them in."""
+    def spawn(
+        self, code: str, env: dict, argv: tuple = (), stdin: Path | None = None, cwd: Path = ROOT
+    ) -> int:
+        """Fork a child that runs ``code`` in ``cwd``; its number, whose ``{n}.out`` is its
+        standard output and ``{n}.log`` its standard error in :attr:`folder`. With ``stdin``
+        (a FIFO) it reads that, and ``{n}.out`` is a FIFO too, created here: open it for
+        reading before ``stdin`` for writing, the order the child opens them in."""
         with self.lock:
             if self.popen is None or self.popen.poll() is not None:
                 self._start()
@@ -145,7 +147,7 @@ class _ScriptServer:
             out, log = self.folder / f"{n}.out", self.folder / f"{n}.log"
             if stdin is not None:
                 os.mkfifo(out)
-            command = {"id": n, "code": code, "env": env, "cwd": str(ROOT), "argv": list(argv)}
+            command = {"id": n, "code": code, "env": env, "cwd": str(cwd), "argv": list(argv)}
             command |= {"stdout": str(out), "log": str(log), "stdin": str(stdin or "")}
             self.popen.stdin.write((json.dumps(command) + "\n").encode())
             self.popen.stdin.flush()
@@ -162,15 +164,15 @@ class _ScriptServer:
             self.events.pop(("forked", n), None)
             return self.events.pop(("exit", n))["returncode"]
 
-    def kill(self, n: int) -> None:
-        """SIGKILL child ``n`` if it still runs. The server sends it, and only to a child it
-        has not reaped, so the signal never reaches a process that reused the id."""
+    def kill(self, n: int, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to child ``n`` if it still runs. The server sends it, and only to a
+        child it has not reaped, so the signal never reaches a process that reused the id."""
         from dtf import supervise
 
         with self.lock:
             if self.popen is not None and self.popen.poll() is None:
                 assert self.popen.stdin is not None
-                self.popen.stdin.write(supervise.signal_command(signal.SIGKILL, id=n))
+                self.popen.stdin.write(supervise.signal_command(sig, id=n))
                 self.popen.stdin.flush()
 
     def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import nbformat
 
+from tests.forked_kernel import ForkedKernelManager, forkable
 from tests.helpers import ROOT
 from tools import nbrun
 
@@ -50,9 +51,10 @@ def _is_rerun(cell) -> bool:
 
 
 def execute(path: Path, parameters: dict | None = None):
-    """Run ``path`` top to bottom in a fresh kernel (its folder as working directory), as
-    JupyterLab's Run All would, then run each check cell once more in the same kernel
-    (before the first cell tagged ``teardown``, if any). ``parameters`` override the
+    """Run ``path`` top to bottom in a new kernel (its folder as working directory; forked,
+    tests/forked_kernel.py), as JupyterLab's Run All would, then run each check cell once
+    more in the same kernel (before the first cell tagged ``teardown``, if any).
+    ``parameters`` override the
     notebook's parameters cell, as ``papermill -p`` would. The course's runner does it
     (:func:`tools.nbrun.execute`: no metrics file, leftover processes stopped).
 
@@ -66,7 +68,10 @@ def execute(path: Path, parameters: dict | None = None):
         again = nbformat.v4.new_code_cell(cell.source)
         again.metadata["tags"] = [RERUN_TAG]
         nb.cells.insert(where + offset, again)
-    nb = nbrun.execute(path, nb=nb, parameters=parameters, timeout=CELL_TIMEOUT_S).nb
+    manager = ForkedKernelManager if forkable(nb) else None
+    nb = nbrun.execute(
+        path, nb=nb, parameters=parameters, timeout=CELL_TIMEOUT_S, kernel_manager_class=manager
+    ).nb
     reruns = list(zip(checks, [c for c in nb.cells if _is_rerun(c)], strict=True))
     lab = copy.deepcopy(nb)
     lab.cells = [c for c in lab.cells if not _is_rerun(c)]

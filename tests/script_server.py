@@ -35,10 +35,16 @@ IMPORT_TIME = ("TF_", "GRPC_", "KERAS_", "JAX_", "XLA_", "CUDA_", "PYTHON", "OMP
 
 
 _replaced: list = []
+#: What TensorFlow's import added to the environment (``TF2_BEHAVIOR``, ``TPU_ML_PLATFORM``
+#: ...): a child keeps it, as its own import would have set it.
+_SET_AT_IMPORT: dict = {}
 
 
 def _preload() -> None:
+    before = dict(os.environ)
     import tensorflow  # noqa: F401 - imported once, for every child; no op runs here
+
+    _SET_AT_IMPORT.update({k: v for k, v in os.environ.items() if k not in before})
 
 
 def _head(command: dict) -> dict | None:
@@ -57,7 +63,7 @@ def _child(command: dict, proto: int) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C: KeyboardInterrupt
     os.chdir(command["cwd"])
     os.environ.clear()
-    os.environ.update(command["env"])
+    os.environ.update({**_SET_AT_IMPORT, **command["env"]})
     tempfile.tempdir = None  # found again from this environment's TMPDIR
     sys.path[0] = ""  # python -c: the working directory
     sys.stdout.flush()
@@ -88,6 +94,59 @@ def _child(command: dict, proto: int) -> int:
         if stream is not None:
             stream.flush()
     return status
+
+
+def kernel_main() -> None:
+    """A Jupyter kernel in a forked child (tests/forked_kernel.py): what ``python -m
+    ipykernel_launcher -f FILE`` runs, then what TensorFlow's import does only when it runs
+    inside IPython, which this process's import did not see (TensorFlow 2.21):
+
+    - ``logging_ops`` sends the eager "Executing op" placement lines to ``sys.stdout``;
+    - ``tf_logging`` logs at INFO to ``sys.stdout`` (not to the server's ``stderr``): its
+      logger is made again at its first use (a fresh kernel makes it at the import, after
+      the Setup cell's ``quiet()``, and so ends at INFO either way);
+    - AutoGraph echoes its log to ``sys.stdout``;
+    - pandas shows at most 20 columns (its default where it cannot measure a terminal);
+    - Matplotlib draws with the backend ipykernel names in ``MPLBACKEND`` (read at import).
+
+    The working directory leaves ``sys.path`` while ipykernel loads (IPython puts it back).
+    A fresh process seeds NumPy's global generator anew; a forked one would share the
+    server's."""
+    import logging
+
+    import numpy
+
+    del sys.path[0]
+    numpy.random.seed()
+    from ipykernel import kernelapp
+
+    app = kernelapp.IPKernelApp.instance()
+    app.initialize()  # sys.stdout is the kernel's stream from here on
+    from tensorflow.python.autograph.utils import ag_logging
+    from tensorflow.python.ops import logging_ops
+    from tensorflow.python.platform import tf_logging
+
+    logging_ops.enable_interactive_logging()
+    ag_logging.echo_log_to_stdout = hasattr(sys, "ps1") or hasattr(sys, "ps2")
+    if tf_logging._logger is not None:  # made at the import, for a process without IPython
+        tf_logging._logger.handlers.clear()
+        tf_logging._logger.setLevel(logging.NOTSET)
+        tf_logging._logger = None  # made again at its first use, as in a kernel
+    _replay_pandas_and_matplotlib()
+    app.start()
+
+
+def _replay_pandas_and_matplotlib() -> None:
+    import matplotlib
+    import pandas
+    from pandas._config import config
+
+    key = "display.max_columns"
+    columns = 20  # pandas 2.x's default when it is imported in a kernel's cell (config_init.py)
+    config._registered_options[key] = config._registered_options[key]._replace(defval=columns)
+    pandas.set_option(key, columns)
+    if os.environ.get("MPLBACKEND"):
+        matplotlib.use(os.environ["MPLBACKEND"])
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ fails a cell that writes to stderr (``tests/conftest.py``). No extra run is need
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -181,7 +182,8 @@ def test_nbval_fails_a_tutorial_cell_that_writes_to_stderr(tmp_path):
     path.write_text(json.dumps(notebook(*DOCTORED)), encoding="utf-8")
     cmd = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
     cmd += ["-n", "0", "-q", "--nbval-lax", "--rootdir", str(tmp_path), str(path)]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    env = {**os.environ, "DTF_FRESH_KERNELS": "1"}  # no script server for one small notebook
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
     out = done.stdout
     assert done.returncode == 1, out + done.stderr
     assert "2 failed, 2 passed" in out, out

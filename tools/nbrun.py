@@ -215,6 +215,7 @@ def execute(
     metrics_file: str | os.PathLike[str] | None = None,
     timeout: float | None = DEFAULT_CELL_TIMEOUT_S,
     kernel: str = "python3",
+    kernel_manager_class: type | None = None,
     record_timing: bool = True,
     cleanup: bool = True,
 ) -> Run:
@@ -228,6 +229,8 @@ def execute(
     - ``token``: the run token the kernel's processes carry (:data:`nbtools.RUN_TOKEN_ENV`),
       by default a new one; ``metrics_file``: ``DTF_METRICS_FILE``, by default unset.
     - ``timeout``: limit per cell, s (None: none); ``kernel``: the Jupyter kernel's name;
+      ``kernel_manager_class``: Jupyter's ``KernelManager`` by default (the tests fork
+      their kernels: tests/forked_kernel.py);
       ``record_timing``: nbclient's per-cell timestamps in the cells' metadata.
     - ``cleanup``: stop every process left with the run token and name it on stderr.
 
@@ -267,6 +270,7 @@ def execute(
         record_timing=record_timing,
         on_cell_execute=on_cell_execute,
         on_cell_executed=on_cell_executed,
+        **({"kernel_manager_class": kernel_manager_class} if kernel_manager_class else {}),
     )
     token = token or nbtools.new_run_token()
     env = nbtools.child_env(token, metrics_file)

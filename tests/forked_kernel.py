@@ -1,0 +1,175 @@
+"""Notebook kernels forked from the tests' script server, which imported TensorFlow once.
+
+Each kernel that ``make check`` starts (nbval's run of a tutorial, a lab's run through
+tests/labrun.py) would spend ~5 s of CPU importing TensorFlow, and ``make check`` is
+CPU-bound. A kernel only needs TensorFlow *uninitialised* (devices are fixed at the first
+op, not at the import), so these kernels are forked from tests/script_server.py instead:
+the child runs what ``python -m ipykernel_launcher -f CONNECTION_FILE`` runs, in the
+notebook's folder, with the environment Jupyter gave it plus ``quiet()``'s settings (its
+TensorFlow was imported under them, as a lesson's Setup cell imports it). TensorFlow,
+pandas and Matplotlib decide a few things at import by whether they run in IPython; the
+child replays those decisions (:func:`tests.script_server.kernel_main`), and
+tests/test_forked_kernel.py compares a forked kernel with a fresh one.
+
+Jupyter manages such a kernel through :class:`ForkedProvisioner`: its process is the script
+server's child, so signals (an interrupt, a kill) go through the server, which sends them
+only to a child it has not reaped.
+
+A notebook runs in a fresh kernel, as in JupyterLab, when it sets a variable that is read at
+import (:data:`tests.script_server.IMPORT_TIME`: notebook 05's allocator setting, notebook
+15's Keras backend), when it asks ``quiet()`` for another log level (08's ``quiet(3)``), or
+when ``DTF_FRESH_KERNELS=1`` is set: ``DTF_FRESH_KERNELS=1 make check`` starts every kernel
+as JupyterLab does. ``make run`` always does.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from importlib.metadata import EntryPoint
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import KernelManager
+from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
+
+from tests.helpers import FORKED_ENV, SCRIPT_SERVER
+from tests.script_server import IMPORT_TIME
+
+PROVISIONER = "dtf-forked-kernel"
+#: Set to 1 to start every notebook's kernel fresh, as JupyterLab does.
+FRESH_ENV = "DTF_FRESH_KERNELS"
+#: The child's code: ipykernel's launcher, and what TensorFlow's import does in IPython.
+KERNEL_CODE = "from tests.script_server import kernel_main\nkernel_main()\n"
+_SETS_IMPORT_TIME = re.compile(
+    r"os\.environ(?:\[\s*|\.setdefault\(\s*|\.update\(\s*\{?\s*)[\"']?(?:"
+    + "|".join(re.escape(prefix) for prefix in IMPORT_TIME)
+    + ")"
+)
+#: ``quiet.quiet(LEVEL)`` with a level other than the server's (2, the default).
+_OTHER_QUIET_LEVEL = re.compile(r"quiet\.quiet\((?!\s*\)|\s*(?:level\s*=\s*)?2\s*\))")
+
+
+def forkable(nb: Any) -> bool:
+    """Whether the notebook ``nb`` (nbformat or JSON) may run in a forked kernel: it sets
+    no variable read at import, outside the files its ``%%writefile`` cells write, and
+    asks ``quiet()`` for the log level the server's TensorFlow was imported with."""
+    if os.environ.get(FRESH_ENV) == "1":
+        return False
+    for cell in nb["cells"]:
+        source = "".join(cell["source"])
+        if cell["cell_type"] != "code" or source.startswith("%%writefile"):
+            continue
+        if _SETS_IMPORT_TIME.search(source) or _OTHER_QUIET_LEVEL.search(source):
+            return False
+    return True
+
+
+class _ForkedProcess:
+    """The part of :class:`subprocess.Popen` that :class:`LocalProvisioner` uses, for the
+    script server's child ``n``."""
+
+    stdin = stdout = stderr = None
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.pid = None  # not for os.kill: only the server may signal its child
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                self.returncode = SCRIPT_SERVER.wait(self.n, 0)
+            except RuntimeError:  # the server ended, and its children with it
+                self.returncode = -signal.SIGKILL
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        return self.poll()  # LocalProvisioner.wait calls it once poll() has a status
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            SCRIPT_SERVER.kill(self.n, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class ForkedProvisioner(LocalProvisioner):
+    """Jupyter's local provisioner, but the kernel is forked by the script server (a fresh
+    process where the server cannot serve the kernel's environment)."""
+
+    async def launch_kernel(self, cmd: list[str], **kwargs: Any):
+        module = cmd.index("ipykernel_launcher")  # [python, -m, ipykernel_launcher, -f, FILE]
+        env = {**FORKED_ENV, **kwargs["env"]}
+        if not SCRIPT_SERVER.serves(env):
+            return await super().launch_kernel(cmd, **kwargs)
+        cwd = Path(kwargs.get("cwd") or Path.cwd())
+        n = SCRIPT_SERVER.spawn(KERNEL_CODE, env, tuple(cmd[module + 1 :]), cwd=cwd)
+        self.process = _ForkedProcess(n)  # type: ignore[assignment]
+        self.pid, self.pgid, self.cwd = None, None, cwd
+        return self.connection_info
+
+
+def forked_spec() -> KernelSpec:
+    """This environment's Python kernel (ipykernel's own spec), started by
+    :class:`ForkedProvisioner`."""
+    import ipykernel.kernelspec
+
+    spec = ipykernel.kernelspec.get_kernel_dict()
+    spec["metadata"] = {
+        **spec.get("metadata", {}),
+        "kernel_provisioner": {"provisioner_name": PROVISIONER, "config": {}},
+    }
+    _register()
+    return KernelSpec(resource_dir=ipykernel.kernelspec.RESOURCES, **spec)
+
+
+def _register() -> None:
+    """Make :data:`PROVISIONER` known to Jupyter, as an installed entry point would."""
+    KernelProvisionerFactory.provisioners[PROVISIONER] = EntryPoint(
+        PROVISIONER, f"{__name__}:ForkedProvisioner", KernelProvisionerFactory.GROUP_NAME
+    )
+
+
+class _ForkedSpecs(KernelSpecManager):
+    def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
+        return forked_spec() if kernel_name == "python3" else super().get_kernel_spec(kernel_name)
+
+
+class ForkedKernelManager(KernelManager):
+    """A kernel manager for :func:`tools.nbrun.execute` whose ``python3`` kernel is forked."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("kernel_spec_manager", _ForkedSpecs())
+        super().__init__(**kwargs)
+
+
+def use_in_nbval() -> None:
+    """nbval's kernel for the current environment is forked, for each notebook that
+    :func:`forkable` allows (called from tests/conftest.py when nbval is loaded)."""
+    from nbval import kernel, plugin
+
+    chosen: list[bool] = []
+    parent_spec = kernel.NbvalKernelspecManager.get_kernel_spec
+    parent_setup = plugin.IPyNbFile.setup
+
+    def get_kernel_spec(self, kernel_name):
+        if kernel_name == kernel.CURRENT_ENV_KERNEL_NAME and chosen and chosen[-1]:
+            return forked_spec()
+        return parent_spec(self, kernel_name)
+
+    def setup(self):
+        chosen.append(forkable(self.nb))
+        try:
+            parent_setup(self)
+        finally:
+            chosen.pop()
+
+    kernel.NbvalKernelspecManager.get_kernel_spec = get_kernel_spec
+    plugin.IPyNbFile.setup = setup

@@ -1,0 +1,201 @@
+"""tests/forked_kernel.py: notebook kernels forked from the script server.
+
+A forked kernel must behave as a fresh one where a notebook can tell: its working directory,
+its environment, an interrupt, a kill. What it cannot hide (TensorFlow already imported) is
+why a notebook that sets a variable read at import gets a fresh kernel instead."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.forked_kernel import FRESH_ENV, ForkedKernelManager, forkable
+from tests.helpers import ROOT, SCRIPT_SERVER, notebook
+from tools import nbrun
+
+READY_S = 120
+
+
+def _nb(*sources: str) -> dict:
+    return notebook(*sources)
+
+
+def test_a_notebook_that_sets_what_is_read_at_import_gets_a_fresh_kernel(monkeypatch):
+    monkeypatch.delenv(FRESH_ENV, raising=False)
+    assert forkable(_nb("import os", "x = 1"))
+    for line in (
+        'os.environ["KERAS_BACKEND"] = "jax"',
+        "os.environ['TF_CPU_ALLOCATOR_USE_BFC'] = 'true'",
+        'os.environ.update(TF_CPP_MIN_LOG_LEVEL="0")',
+        'os.environ.update({"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})',
+        'os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")',
+    ):
+        assert not forkable(_nb("import os", line)), line
+    # quiet() at another level than the one the server imported TensorFlow with
+    assert not forkable(_nb("quiet.quiet(3)")) and not forkable(_nb("quiet.quiet(level=0)"))
+    assert forkable(_nb("quiet.quiet()")) and forkable(_nb("quiet.quiet(level=2)"))
+    # a variable read later, or one written into a file for another process, is no reason
+    assert forkable(_nb('os.environ["DTF_METRICS_FILE"] = "m.json"'))
+    assert forkable(_nb('%%writefile w.py\nimport os\nos.environ["KERAS_BACKEND"] = "jax"'))
+    monkeypatch.setenv(FRESH_ENV, "1")
+    assert not forkable(_nb("x = 1"))
+
+
+def test_the_course_notebooks_that_set_what_is_read_at_import_run_fresh(monkeypatch):
+    import nbformat
+
+    monkeypatch.delenv(FRESH_ENV, raising=False)
+
+    def read(name: str):
+        return nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+
+    # the Keras backend, the CPU allocator's statistics, quiet(3)
+    for name in ("15_keras3_on_jax", "05_gpu_memory", "08_parameter_servers_sync_async"):
+        assert not forkable(read(name)), name
+    assert forkable(read("09_mirrored_strategy_keras"))
+
+
+class _Kernel:
+    """A kernel started as nbrun starts one, and a way to run code in it."""
+
+    def __init__(self, cwd: Path, env: dict) -> None:
+        self.km = ForkedKernelManager(kernel_name="python3")
+        self.km.start_kernel(cwd=str(cwd), env=env)
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=READY_S)
+
+    def run(self, code: str, timeout: float = 60) -> tuple[dict, str]:
+        """The execute reply's content and what the code printed."""
+        msg_id = self.kc.execute(code)
+        printed = []
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                printed.append(msg["content"]["text"])
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        return self.kc.get_shell_msg(timeout=timeout)["content"], "".join(printed)
+
+    def started(self, code: str, timeout: float = 60) -> None:
+        """Send ``code`` and return once it printed something. (An interrupt that arrives
+        before the cell's code runs, even after ``execute_input``, ends ipykernel's handler
+        with no reply: ipykernel 7, kernelbase.py.)"""
+        msg_id = self.kc.execute(code)
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "stream":
+                return
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        if self.km.has_kernel:
+            self.km.shutdown_kernel(now=True)
+
+
+@pytest.fixture
+def kernel_env():
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}
+    return {**env, "DTF_TEST_MARK": "forked-kernel-test"}
+
+
+@pytest.mark.slow
+def test_a_forked_kernel_runs_where_and_as_it_was_asked_and_obeys_signals(tmp_path, kernel_env):
+    kernel = _Kernel(tmp_path, kernel_env)
+    try:
+        reply, printed = kernel.run(
+            "import os, sys\n"
+            "from dtf import quiet\n"
+            "quiet.quiet()  # harmless: TensorFlow was imported under these settings\n"
+            "print(os.getppid(), os.getpid(), 'tensorflow' in sys.modules)\n"
+            "print(os.getcwd())\n"
+            "print(os.environ['DTF_TEST_MARK'])"
+        )
+        assert reply["status"] == "ok", reply
+        ids, cwd, mark = printed.splitlines()
+        parent, pid, imported = ids.split()
+        assert SCRIPT_SERVER.popen is not None and int(parent) == SCRIPT_SERVER.popen.pid
+        assert imported == "True" and Path(cwd) == tmp_path and mark == "forked-kernel-test"
+        # An interrupt reaches the cell as KeyboardInterrupt, and the kernel lives on.
+        kernel.started("import time\nprint('sleeping', flush=True)\ntime.sleep(60)")
+        kernel.km.interrupt_kernel()
+        reply = kernel.kc.get_shell_msg(timeout=30)["content"]
+        assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply
+        assert kernel.run("print(1 + 1)")[1] == "2\n"
+        # A kill ends it: the server reaps it, and Jupyter sees it gone.
+        kernel.km.shutdown_kernel(now=True)
+        assert not kernel.km.is_alive()
+        assert not Path(f"/proc/{pid}").exists()
+    finally:
+        kernel.close()
+
+
+@pytest.mark.slow
+def test_a_kernel_whose_environment_differs_at_import_starts_fresh(tmp_path, kernel_env):
+    kernel = _Kernel(tmp_path, {**kernel_env, "TF_CPP_MIN_LOG_LEVEL": "0"})
+    try:
+        reply, printed = kernel.run(
+            "import os, sys\nprint(os.getppid(), 'tensorflow' in sys.modules)"
+        )
+        assert reply["status"] == "ok", reply
+        parent, imported = printed.split()
+        assert int(parent) == os.getpid() and imported == "False"
+    finally:
+        kernel.close()
+
+
+#: What a notebook can see of how its kernel started, after the Setup cell's two steps:
+#: ``quiet()``, then ``import tensorflow``.
+PROBE = """
+import json, logging, os, sys, warnings
+import matplotlib, pandas
+from tensorflow.python.autograph.utils import ag_logging
+logger = tf.get_logger()
+pandas.reset_option("display.max_columns")
+print(json.dumps({
+    "tf logger": [logger.level, [type(h.stream).__name__ for h in logger.handlers]],
+    "autograph echo": ag_logging.echo_log_to_stdout,
+    "pandas max_columns": pandas.get_option("display.max_columns"),
+    "matplotlib backend": matplotlib.get_backend(),
+    "shell": [type(get_ipython()).__name__, hasattr(sys, "ps1"), type(sys.stdout).__name__],
+    "warning filters": sorted(repr(f) for f in warnings.filters),
+    "sys.path": sys.path,
+    "cwd": os.getcwd(),
+    "environment": sorted(set(os.environ) - {"JPY_PARENT_PID", "JPY_SESSION_NAME"}),
+}))
+"""
+
+
+@pytest.mark.slow
+def test_a_forked_kernel_looks_like_a_fresh_one_to_a_notebook(tmp_path):
+    """Fresh and forked, side by side: what TensorFlow, pandas and Matplotlib decide at
+    import in a Jupyter kernel is the same, and so are the eager placement lines."""
+    setup = "from dtf import quiet\nquiet.quiet()\nimport tensorflow as tf"
+    placement = "tf.debugging.set_log_device_placement(True)\nprint((tf.ones(2) + 1).numpy())"
+    nb = notebook(setup, PROBE, placement)
+    seen = {}
+    for name, manager in (("fresh", None), ("forked", ForkedKernelManager)):
+        run = nbrun.execute(
+            tmp_path / "probe.ipynb", nb=nb, timeout=120, kernel_manager_class=manager
+        )
+        probe, placed = (run.nb.cells[i].outputs for i in (1, 2))
+        seen[name] = json.loads(probe[0]["text"])
+        seen[name]["eager lines"] = "Executing op AddV2" in "".join(
+            o.get("text", "") for o in placed
+        )
+    differ = {
+        k: (seen["fresh"][k], seen["forked"].get(k))
+        for k in seen["fresh"]
+        if seen["fresh"][k] != seen["forked"].get(k)
+    }
+    if "environment" in differ:
+        fresh, forked = (set(seen[k]["environment"]) for k in ("fresh", "forked"))
+        differ["environment"] = (sorted(fresh - forked), sorted(forked - fresh))
+    assert not differ, differ
+    assert seen["forked"]["eager lines"] and seen["forked"]["tf logger"][0] == logging.INFO
