@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
-from jupyter_client.manager import KernelManager
+from jupyter_client.manager import AsyncKernelManager
 from jupyter_client.provisioning import KernelProvisionerFactory, LocalProvisioner
 
 from tests.helpers import FORKED_ENV, SCRIPT_SERVER
@@ -43,10 +43,15 @@ PROVISIONER = "dtf-forked-kernel"
 FRESH_ENV = "DTF_FRESH_KERNELS"
 #: The child's code: ipykernel's launcher, and what TensorFlow's import does in IPython.
 KERNEL_CODE = "from tests.script_server import kernel_main\nkernel_main()\n"
+#: Python's own buffering of its standard streams: a kernel replaces them, so a kernel
+#: forked from a server started without ``PYTHONUNBUFFERED`` (tools.nbtools sets it) is fine.
+NOT_READ_BY_A_KERNEL = ("PYTHONUNBUFFERED",)
+_PREFIXES = "(?:" + "|".join(re.escape(prefix) for prefix in IMPORT_TIME) + ")"
+#: ``os.environ[...] =``, ``.setdefault``, ``.update``, ``|=``, ``os.putenv``, ``%env``.
 _SETS_IMPORT_TIME = re.compile(
-    r"os\.environ(?:\[\s*|\.setdefault\(\s*|\.update\(\s*\{?\s*)[\"']?(?:"
-    + "|".join(re.escape(prefix) for prefix in IMPORT_TIME)
-    + ")"
+    r"os\.environ(?:\[\s*|\.setdefault\(\s*|\.update\(\s*(?:\{|dict\()?\s*|\s*\|=\s*\{\s*)"
+    rf"[\"']?{_PREFIXES}|os\.putenv\(\s*[\"']{_PREFIXES}|^\s*%(?:set_)?env\s+{_PREFIXES}",
+    re.MULTILINE,
 )
 #: ``quiet.quiet(LEVEL)`` with a level other than the server's (2, the default).
 _OTHER_QUIET_LEVEL = re.compile(r"quiet\.quiet\((?!\s*\)|\s*(?:level\s*=\s*)?2\s*\))")
@@ -76,11 +81,14 @@ class _ForkedProcess:
     def __init__(self, n: int) -> None:
         self.n = n
         self.pid = None  # not for os.kill: only the server may signal its child
+        self.server = SCRIPT_SERVER.popen  # the server that forked it
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
         if self.returncode is None:
             try:
+                if SCRIPT_SERVER.popen is not self.server:
+                    raise RuntimeError("the server that forked this kernel ended")
                 self.returncode = SCRIPT_SERVER.wait(self.n, 0)
             except RuntimeError:  # the server ended, and its children with it
                 self.returncode = -signal.SIGKILL
@@ -90,8 +98,10 @@ class _ForkedProcess:
         return self.poll()  # LocalProvisioner.wait calls it once poll() has a status
 
     def send_signal(self, sig: int) -> None:
+        """To the kernel's process group, as Jupyter signals a kernel it started (a kernel
+        is a session leader: interrupts and kills reach what its cells started too)."""
         if self.poll() is None:
-            SCRIPT_SERVER.kill(self.n, sig)
+            SCRIPT_SERVER.kill(self.n, sig, group=True)
 
     def kill(self) -> None:
         self.send_signal(signal.SIGKILL)
@@ -107,7 +117,7 @@ class ForkedProvisioner(LocalProvisioner):
     async def launch_kernel(self, cmd: list[str], **kwargs: Any):
         module = cmd.index("ipykernel_launcher")  # [python, -m, ipykernel_launcher, -f, FILE]
         env = {**FORKED_ENV, **kwargs["env"]}
-        if not SCRIPT_SERVER.serves(env):
+        if not SCRIPT_SERVER.serves(env, ignore=NOT_READ_BY_A_KERNEL):
             return await super().launch_kernel(cmd, **kwargs)
         cwd = Path(kwargs.get("cwd") or Path.cwd())
         n = SCRIPT_SERVER.spawn(KERNEL_CODE, env, tuple(cmd[module + 1 :]), cwd=cwd)
@@ -137,16 +147,20 @@ def _register() -> None:
     )
 
 
-class _ForkedSpecs(KernelSpecManager):
+class ForkedSpecs(KernelSpecManager):
+    """Kernel specs whose ``python3`` kernel is forked."""
+
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         return forked_spec() if kernel_name == "python3" else super().get_kernel_spec(kernel_name)
 
 
-class ForkedKernelManager(KernelManager):
-    """A kernel manager for :func:`tools.nbrun.execute` whose ``python3`` kernel is forked."""
+class ForkedKernelManager(AsyncKernelManager):
+    """nbclient's kernel manager (asynchronous, so that its cell timeouts and its checks
+    that the kernel lives keep working) for :func:`tools.nbrun.execute`, with
+    :class:`ForkedSpecs`."""
 
     def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("kernel_spec_manager", _ForkedSpecs())
+        kwargs.setdefault("kernel_spec_manager", ForkedSpecs())
         super().__init__(**kwargs)
 
 

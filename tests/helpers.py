@@ -76,11 +76,13 @@ class _ScriptServer:
         self.count = 0
         self._registered = False
 
-    def serves(self, env: dict) -> bool:
+    def serves(self, env: dict, ignore: tuple = ()) -> bool:
+        """Whether a child with ``env`` can be forked: the variables read at import, but
+        those named in ``ignore``, are the server's."""
         from tests.script_server import IMPORT_TIME
 
         def read_at_import(e: dict) -> dict:
-            return {k: v for k, v in e.items() if k.startswith(IMPORT_TIME)}
+            return {k: v for k, v in e.items() if k.startswith(IMPORT_TIME) and k not in ignore}
 
         return read_at_import(env) == read_at_import(self.env)
 
@@ -164,15 +166,16 @@ class _ScriptServer:
             self.events.pop(("forked", n), None)
             return self.events.pop(("exit", n))["returncode"]
 
-    def kill(self, n: int, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to child ``n`` if it still runs. The server sends it, and only to a
-        child it has not reaped, so the signal never reaches a process that reused the id."""
+    def kill(self, n: int, sig: int = signal.SIGKILL, group: bool = False) -> None:
+        """Send ``sig`` to child ``n`` (with ``group``, to its process group) if it still
+        runs. The server sends it, and only to a child it has not reaped, so the signal
+        never reaches a process that reused the id."""
         from dtf import supervise
 
         with self.lock:
             if self.popen is not None and self.popen.poll() is None:
                 assert self.popen.stdin is not None
-                self.popen.stdin.write(supervise.signal_command(sig, id=n))
+                self.popen.stdin.write(supervise.signal_command(sig, group, id=n))
                 self.popen.stdin.flush()
 
     def run(self, code: str, env: dict, timeout: float) -> subprocess.CompletedProcess:

@@ -116,6 +116,7 @@ def kernel_main() -> None:
 
     import numpy
 
+    os.setsid()  # a session leader, as Jupyter starts a kernel: signals reach its group
     del sys.path[0]
     numpy.random.seed()
     from ipykernel import kernelapp
@@ -139,14 +140,19 @@ def kernel_main() -> None:
 def _replay_pandas_and_matplotlib() -> None:
     import matplotlib
     import pandas
+    from matplotlib import pyplot
     from pandas._config import config
 
     key = "display.max_columns"
     columns = 20  # pandas 2.x's default when it is imported in a kernel's cell (config_init.py)
     config._registered_options[key] = config._registered_options[key]._replace(defval=columns)
     pandas.set_option(key, columns)
+    # pyplot loads its backend at the first figure, from rcParams: set what matplotlib's
+    # import reads from the environment (matplotlib.use() would load the inline backend now,
+    # before it is the current one, and inline display would stay off).
+    assert pyplot._backend_mod is None, "the server chose a Matplotlib backend"
     if os.environ.get("MPLBACKEND"):
-        matplotlib.use(os.environ["MPLBACKEND"])
+        matplotlib.rcParams["backend"] = os.environ["MPLBACKEND"]
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ import os
 from pathlib import Path
 
 import pytest
+from jupyter_client.manager import KernelManager
 
-from tests.forked_kernel import FRESH_ENV, ForkedKernelManager, forkable
+from tests.forked_kernel import FRESH_ENV, ForkedKernelManager, ForkedSpecs, forkable
 from tests.helpers import ROOT, SCRIPT_SERVER, notebook
 from tools import nbrun
 
@@ -33,6 +34,9 @@ def test_a_notebook_that_sets_what_is_read_at_import_gets_a_fresh_kernel(monkeyp
         'os.environ.update(TF_CPP_MIN_LOG_LEVEL="0")',
         'os.environ.update({"XLA_FLAGS": "--xla_force_host_platform_device_count=2"})',
         'os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")',
+        'os.environ |= {"KERAS_BACKEND": "jax"}',
+        'os.putenv("TF_CPP_MIN_LOG_LEVEL", "0")',
+        "%env KERAS_BACKEND=jax",
     ):
         assert not forkable(_nb("import os", line)), line
     # quiet() at another level than the one the server imported TensorFlow with
@@ -63,7 +67,7 @@ class _Kernel:
     """A kernel started as nbrun starts one, and a way to run code in it."""
 
     def __init__(self, cwd: Path, env: dict) -> None:
-        self.km = ForkedKernelManager(kernel_name="python3")
+        self.km = KernelManager(kernel_name="python3", kernel_spec_manager=ForkedSpecs())
         self.km.start_kernel(cwd=str(cwd), env=env)
         self.kc = self.km.client()
         self.kc.start_channels()
@@ -170,6 +174,7 @@ print(json.dumps({
     "environment": sorted(set(os.environ) - {"JPY_PARENT_PID", "JPY_SESSION_NAME"}),
 }))
 """
+PLOT = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nprint(plt.isinteractive(), os.getppid())"
 
 
 @pytest.mark.slow
@@ -178,17 +183,21 @@ def test_a_forked_kernel_looks_like_a_fresh_one_to_a_notebook(tmp_path):
     import in a Jupyter kernel is the same, and so are the eager placement lines."""
     setup = "from dtf import quiet\nquiet.quiet()\nimport tensorflow as tf"
     placement = "tf.debugging.set_log_device_placement(True)\nprint((tf.ones(2) + 1).numpy())"
-    nb = notebook(setup, PROBE, placement)
-    seen = {}
+    nb = notebook(setup, PROBE, placement, PLOT)
+    seen, parents = {}, {}
     for name, manager in (("fresh", None), ("forked", ForkedKernelManager)):
         run = nbrun.execute(
             tmp_path / "probe.ipynb", nb=nb, timeout=120, kernel_manager_class=manager
         )
-        probe, placed = (run.nb.cells[i].outputs for i in (1, 2))
+        probe, placed, plotted = (run.nb.cells[i].outputs for i in (1, 2, 3))
         seen[name] = json.loads(probe[0]["text"])
         seen[name]["eager lines"] = "Executing op AddV2" in "".join(
             o.get("text", "") for o in placed
         )
+        text = "".join(o.get("text", "") for o in plotted)
+        seen[name]["interactive pyplot"] = text.split()[0]
+        seen[name]["figure shown"] = any("image/png" in o.get("data", {}) for o in plotted)
+        parents[name] = int(text.split()[1])
     differ = {
         k: (seen["fresh"][k], seen["forked"].get(k))
         for k in seen["fresh"]
@@ -199,3 +208,7 @@ def test_a_forked_kernel_looks_like_a_fresh_one_to_a_notebook(tmp_path):
         differ["environment"] = (sorted(fresh - forked), sorted(forked - fresh))
     assert not differ, differ
     assert seen["forked"]["eager lines"] and seen["forked"]["tf logger"][0] == logging.INFO
+    assert seen["forked"]["figure shown"]
+    # and the forked one was forked (a difference read at import would start it fresh)
+    assert SCRIPT_SERVER.popen is not None and parents["forked"] == SCRIPT_SERVER.popen.pid
+    assert parents["fresh"] != parents["forked"]

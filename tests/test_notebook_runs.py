@@ -11,9 +11,11 @@ tutorials' runs at another count are also marked ``counts``: ``make counts`` run
 ``make check``, and CI runs both.
 
 No run may show a learner anything on stderr (issue 26: a warning box under a cluster cell):
-each run here asserts it on the notebook it executed, as JupyterLab's Run All in a fresh kernel
-would show it (``tools.nbrun`` forwards C-level output too), and nbval's run of each tutorial
-fails a cell that writes to stderr (``tests/conftest.py``). No extra run is needed for that.
+each run here asserts it on the notebook it executed, as JupyterLab's Run All would show it
+(``tools.nbrun`` forwards C-level output too), and nbval's run of each tutorial fails a cell
+that writes to stderr (``tests/conftest.py``). No extra run is needed for that. A lab's kernel
+is forked from a process that imported TensorFlow (tests/forked_kernel.py), so what the
+import itself prints is seen by the tutorials' runs at another count, in fresh kernels.
 """
 
 from __future__ import annotations

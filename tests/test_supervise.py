@@ -160,7 +160,13 @@ from dtf._jsonlines import emit
 
 def child(command, proto):
     print("to the log", command["n"], flush=True)
-    emit(proto, {"event": "hello", "n": command["n"], "pid": os.getpid()})
+    more = {}
+    if command.get("group"):  # a session leader with a child of its own, as a kernel
+        import subprocess
+        os.setsid()
+        sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+        more["grandchild"] = subprocess.Popen(sleeper).pid
+    emit(proto, {"event": "hello", "n": command["n"], "pid": os.getpid(), **more})
     if command.get("sleep"):
         time.sleep(60)
     return command["n"]
@@ -230,6 +236,23 @@ def test_the_fork_server_signals_only_the_children_it_has_not_reaped(tmp_path):
         until("hello", 4)
         send(supervise.signal_command(signal.SIGKILL, n=4))
         assert until("exit", 4)["returncode"] == -signal.SIGKILL
+        # to a child's process group: the child and what it started
+        send(_command(tmp_path, 5, sleep=True, group=True))
+        grandchild = until("hello", 5)["grandchild"]
+        send(supervise.signal_command(signal.SIGKILL, group=True, n=5))
+        assert until("exit", 5)["returncode"] == -signal.SIGKILL
+        deadline = time.monotonic() + 10
+        while _alive(grandchild) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for its new parent's reap does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def test_a_temporary_folder_is_named_after_its_owner_and_a_dead_owner_s_is_removed(tmp_path):

@@ -32,7 +32,9 @@ per line (:mod:`dtf._jsonlines`): ``{"event": "loaded", "seconds"}`` once import
 A command ``{"signal": SIG, "to": {**head}}`` (:func:`signal_command`) sends ``SIG`` to the
 children whose head has those fields and that it has not reaped yet: a process id it has not
 reaped cannot belong to another process, which a parent's own ``os.kill`` of a reported
-process id cannot promise once that child has exited. End of file on its standard input
+process id cannot promise once that child has exited. With ``"group": true`` it signals the
+child's process group, for a child that made itself a session leader (``os.setsid``), as a
+Jupyter kernel is, and the child alone if it has not yet. End of file on its standard input
 means stop: it signals its children, reaps them and exits, so when the parent dies, however
 it dies, its children go too. Each child also watches a
 lifeline pipe whose only write end the fork server holds, and on Linux asks for ``SIGKILL``
@@ -440,18 +442,25 @@ def fork_server(
         os.close(lifeline_w)
 
 
-def signal_command(sig: int, **to: object) -> bytes:
+def signal_command(sig: int, group: bool = False, **to: object) -> bytes:
     """The line that asks a :func:`fork_server` to send ``sig`` to its children whose head
-    fields equal ``to`` (those already reaped are left alone)."""
-    return (json.dumps({"signal": int(sig), "to": to}) + "\n").encode()
+    fields equal ``to`` (those already reaped are left alone); with ``group``, to each one's
+    process group."""
+    return (json.dumps({"signal": int(sig), "to": to, "group": group}) + "\n").encode()
 
 
 def _signal_children(children: dict[int, dict], command: dict) -> None:
-    to = command.get("to", {})
+    to, sig = command.get("to", {}), int(command["signal"])
     for pid, fields in list(children.items()):
         if all(fields.get(key) == value for key, value in to.items()):
             try:
-                os.kill(pid, int(command["signal"]))
+                if command.get("group"):
+                    try:  # an unreaped leader's group id is its own process id
+                        os.killpg(pid, sig)
+                        continue
+                    except ProcessLookupError:  # not a group leader (yet)
+                        pass
+                os.kill(pid, sig)
             except ProcessLookupError:  # cannot happen before the reap; harmless if it does
                 pass
 
