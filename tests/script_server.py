@@ -32,6 +32,7 @@ import types
 #: Environment variables that TensorFlow, Keras, JAX or Python read when they are imported
 #: (prefixes): a script that sets one differently gets a fresh process.
 IMPORT_TIME = ("TF_", "GRPC_", "KERAS_", "JAX_", "XLA_", "CUDA_", "PYTHON", "OMP_", "MKL", "LD_")
+IMPORT_TIME += ("MPL", "MATPLOTLIB")  # Matplotlib's backend, configuration and cache folder
 
 
 _replaced: list = []

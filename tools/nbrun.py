@@ -229,7 +229,7 @@ def execute(
     - ``token``: the run token the kernel's processes carry (:data:`nbtools.RUN_TOKEN_ENV`),
       by default a new one; ``metrics_file``: ``DTF_METRICS_FILE``, by default unset.
     - ``timeout``: limit per cell, s (None: none); ``kernel``: the Jupyter kernel's name;
-      ``kernel_manager_class``: Jupyter's ``KernelManager`` by default (the tests fork
+      ``kernel_manager_class``: nbclient's ``AsyncKernelManager`` by default (the tests fork
       their kernels: tests/forked_kernel.py);
       ``record_timing``: nbclient's per-cell timestamps in the cells' metadata.
     - ``cleanup``: stop every process left with the run token and name it on stderr.

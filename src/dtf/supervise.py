@@ -458,7 +458,7 @@ def _signal_children(children: dict[int, dict], command: dict) -> None:
                     try:  # an unreaped leader's group id is its own process id
                         os.killpg(pid, sig)
                         continue
-                    except ProcessLookupError:  # not a group leader (yet)
+                    except OSError:  # not a group leader (yet): the child alone
                         pass
                 os.kill(pid, sig)
             except ProcessLookupError:  # cannot happen before the reap; harmless if it does
