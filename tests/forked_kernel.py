@@ -1,7 +1,7 @@
 """Notebook kernels forked from the tests' script server, which imported TensorFlow once.
 
 Each kernel that ``make check`` starts (nbval's run of a tutorial, a lab's run through
-tests/labrun.py) would spend ~5 s of CPU importing TensorFlow, and ``make check`` is
+tests/labrun.py) would spend seconds of CPU importing TensorFlow, and ``make check`` is
 CPU-bound. A kernel only needs TensorFlow *uninitialised* (devices are fixed at the first
 op, not at the import), so these kernels are forked from tests/script_server.py instead:
 the child runs what ``python -m ipykernel_launcher -f CONNECTION_FILE`` runs, in the
