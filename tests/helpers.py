@@ -198,6 +198,26 @@ class _ScriptServer:
 SCRIPT_SERVER = _ScriptServer()
 
 
+def pid_running(pid: int) -> bool:
+    """Whether process ``pid`` runs: a zombie, waiting for its parent's reap, does not."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def processes_gone(pids, within: float = 10.0) -> bool:
+    """Whether every process of ``pids`` ended (or is a zombie) within ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while any(pid_running(p) for p in pids):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def netns_cli(*args: str) -> subprocess.CompletedProcess:
     """``python -m dtf.netns ARGS`` from the repository root, its output captured."""
     return subprocess.run(

@@ -48,7 +48,7 @@ from dtf.cluster import local as cluster_local
 from dtf.cluster.server import DELAY_ENV, parse_ready_line, ready_line
 from dtf.cluster.spec import MAX_COUNT, all_tasks, parse_task, select_tasks, split_address
 
-from .helpers import QUIET_ENV, ROOT
+from .helpers import QUIET_ENV, ROOT, pid_running
 from .tf_validation import DISALLOWED, tensorflow_verdicts
 
 POSIX = os.name == "posix"
@@ -70,20 +70,13 @@ def _running(process: psutil.Process) -> bool:
         return False
 
 
-def _pid_running(pid: int) -> bool:
-    try:
-        return _running(psutil.Process(pid))
-    except psutil.NoSuchProcess:
-        return False
-
-
 def assert_gone(pids, ports, within: float = GONE_WITHIN_S) -> float:
     """Every pid ends (or is a zombie) and no port listens, within ``within`` seconds;
     returns how long it took."""
     began = time.monotonic()
     pids = [p for p in pids if p]
     while time.monotonic() - began < within:
-        alive = [p for p in pids if _pid_running(p)]
+        alive = [p for p in pids if pid_running(p)]
         busy = [p for p in ports if port_in_use(p)]
         if not alive and not busy:
             return time.monotonic() - began
@@ -527,7 +520,7 @@ def test_a_task_that_dies_is_named_and_can_restart(cluster):
     address = cluster.address("worker/2")
     cluster.restart("worker/2")
     assert cluster.pid("worker/2") != old_pid and cluster.address("worker/2") == address
-    assert not _pid_running(old_pid)
+    assert not pid_running(old_pid)
     cluster.check()
     with pytest.raises(Exception, match="still running: kill"):
         cluster.restart("worker/2")
@@ -590,9 +583,9 @@ def test_a_frozen_server_gets_sigkill_after_the_stop_grace_and_is_gone():
         stopper.start()
         stopper.join(grace + 10)
         took = time.monotonic() - began
-        left = _pid_running(pid)  # a stopped process runs; a zombie does not
+        left = pid_running(pid)  # a stopped process runs; a zombie does not
     finally:
-        if _pid_running(pid):  # a broken stop(), or a failure before it: leave nothing behind
+        if pid_running(pid):  # a broken stop(), or a failure before it: leave nothing behind
             process.kill()
         if stopper.ident is None:
             cluster.stop()

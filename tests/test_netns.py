@@ -41,7 +41,7 @@ from dtf.cluster import (
     grpc_options_value,
 )
 
-from .helpers import QUIET_ENV, ROOT, netns_cli
+from .helpers import QUIET_ENV, ROOT, netns_cli, processes_gone
 
 pytestmark = pytest.mark.timeout(180)
 REASON = netns.unavailable_reason()
@@ -278,22 +278,6 @@ class Client:
                 pass
         self.proc.wait(10)
         self._reader.join(5)
-
-
-def _gone(pids, within: float = 10.0) -> bool:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if not any(psutil.pid_exists(p) and _not_zombie(p) for p in pids):
-            return True
-        time.sleep(0.05)
-    return False
-
-
-def _not_zombie(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
 
 
 def _nothing_of(tag: str) -> None:
@@ -612,7 +596,7 @@ def test_a_crashed_owner_leaves_nothing_for_the_next_run(tmp_path):
         assert len(found["namespaces"]) == 2 and len(found["links"]) == 3 and alive
         assert set(found["namespaces"] + found["links"]) <= set(removed)
     _nothing_of(tag)
-    assert _gone([int(sleeper)])
+    assert processes_gone([int(sleeper)])
 
 
 @needs_root
@@ -647,7 +631,7 @@ def test_an_interrupt_an_error_or_a_plain_exit_leaves_nothing():
         assert done.returncode == status and message in done.stderr, (how, done.stderr)
         tag, sleeper = done.stdout.split()
         _nothing_of(tag)
-        assert _gone([int(sleeper)], within=1)
+        assert processes_gone([int(sleeper)], within=1)
 
 
 @needs_root
@@ -694,5 +678,5 @@ def test_down_leaves_no_namespace_link_or_process(hosts, cluster, cut_run):
     print(f"\nhosts down in {time.monotonic() - began:.2f} s: {', '.join(removed)}")
     assert len(removed) == 7  # 3 namespaces, 3 cables, 1 bridge
     _nothing_of(tag)
-    assert _gone(pids, within=1)
+    assert processes_gone(pids, within=1)
     assert hosts.down() == []  # again: nothing to do

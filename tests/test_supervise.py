@@ -22,7 +22,7 @@ import pytest
 
 from dtf import supervise
 
-from .helpers import ROOT
+from .helpers import ROOT, processes_gone
 
 pytestmark = [
     pytest.mark.timeout(60),
@@ -241,18 +241,7 @@ def test_the_fork_server_signals_only_the_children_it_has_not_reaped(tmp_path):
         grandchild = until("hello", 5)["grandchild"]
         send(supervise.signal_command(signal.SIGKILL, group=True, n=5))
         assert until("exit", 5)["returncode"] == -signal.SIGKILL
-        deadline = time.monotonic() + 10
-        while _alive(grandchild) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(grandchild)
-
-
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie waiting for its new parent's reap does not)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
+        assert processes_gone([grandchild])
 
 
 def test_a_temporary_folder_is_named_after_its_owner_and_a_dead_owner_s_is_removed(tmp_path):
