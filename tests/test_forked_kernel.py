@@ -21,13 +21,9 @@ from tools import nbrun
 READY_S = 120
 
 
-def _nb(*sources: str) -> dict:
-    return notebook(*sources)
-
-
 def test_a_notebook_that_sets_what_is_read_at_import_gets_a_fresh_kernel(monkeypatch):
     monkeypatch.delenv(FRESH_ENV, raising=False)
-    assert forkable(_nb("import os", "x = 1"))
+    assert forkable(notebook("import os", "x = 1"))
     for line in (
         'os.environ["KERAS_BACKEND"] = "jax"',
         "os.environ['TF_CPU_ALLOCATOR_USE_BFC'] = 'true'",
@@ -38,15 +34,17 @@ def test_a_notebook_that_sets_what_is_read_at_import_gets_a_fresh_kernel(monkeyp
         'os.putenv("TF_CPP_MIN_LOG_LEVEL", "0")',
         "%env KERAS_BACKEND=jax",
     ):
-        assert not forkable(_nb("import os", line)), line
+        assert not forkable(notebook("import os", line)), line
     # quiet() at another level than the one the server imported TensorFlow with
-    assert not forkable(_nb("quiet.quiet(3)")) and not forkable(_nb("quiet.quiet(level=0)"))
-    assert forkable(_nb("quiet.quiet()")) and forkable(_nb("quiet.quiet(level=2)"))
+    assert not forkable(notebook("quiet.quiet(3)")) and not forkable(
+        notebook("quiet.quiet(level=0)")
+    )
+    assert forkable(notebook("quiet.quiet()")) and forkable(notebook("quiet.quiet(level=2)"))
     # a variable read later, or one written into a file for another process, is no reason
-    assert forkable(_nb('os.environ["DTF_METRICS_FILE"] = "m.json"'))
-    assert forkable(_nb('%%writefile w.py\nimport os\nos.environ["KERAS_BACKEND"] = "jax"'))
+    assert forkable(notebook('os.environ["DTF_METRICS_FILE"] = "m.json"'))
+    assert forkable(notebook('%%writefile w.py\nimport os\nos.environ["KERAS_BACKEND"] = "jax"'))
     monkeypatch.setenv(FRESH_ENV, "1")
-    assert not forkable(_nb("x = 1"))
+    assert not forkable(notebook("x = 1"))
 
 
 def test_the_course_notebooks_that_set_what_is_read_at_import_run_fresh(monkeypatch):
