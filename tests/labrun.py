@@ -54,9 +54,9 @@ def execute(path: Path, parameters: dict | None = None):
     """Run ``path`` top to bottom in a new kernel (its folder as working directory; forked,
     tests/forked_kernel.py), as JupyterLab's Run All would, then run each check cell once
     more in the same kernel (before the first cell tagged ``teardown``, if any).
-    ``parameters`` override the
-    notebook's parameters cell, as ``papermill -p`` would. The course's runner does it
-    (:func:`tools.nbrun.execute`: no metrics file, leftover processes stopped).
+    ``parameters`` override the notebook's parameters cell, as ``papermill -p`` would. The
+    course's runner does it (:func:`tools.nbrun.execute`: no metrics file, leftover
+    processes stopped).
 
     Returns ``(nb, reruns)``: the executed notebook as it was, and a list of
     ``(check cell, its second run)`` pairs."""
