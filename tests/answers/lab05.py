@@ -224,7 +224,9 @@ _traces: dict[str, str] = {}
 
 def lab_trace() -> str:
     """A trace of an input-bound step (8 examples of 2 ms of Python each per step), captured
-    once, by the first case that asks for it."""
+    once, by the first case that asks for it; its folder is removed when the process exits."""
+    import atexit
+    import shutil
     import tempfile
 
     if "input" in _traces:
@@ -249,6 +251,7 @@ def lab_trace() -> str:
         return tf.reduce_sum(next(it))
 
     logdir = tempfile.mkdtemp(prefix="lab05_test_trace_")
+    atexit.register(shutil.rmtree, logdir, ignore_errors=True)
     step(batches["it"]).numpy()
     tf.profiler.experimental.start(logdir)
     try:

@@ -9,7 +9,9 @@ all-reduce of both ("shape mismatch", tensorflow#62790, TensorFlow 2.21).
 
 from __future__ import annotations
 
+import atexit
 import re
+import shutil
 import tempfile
 from collections.abc import Sequence
 from typing import Any
@@ -1043,8 +1045,9 @@ def judge_bottleneck(got: Any, table, summed: dict[str, float] | None = None) ->
 
 def trace_slow_step(strategy: Any, x: Any, y: Any, global_batch: int, steps: int) -> str:
     """Task 7's trace: Task 4's step, fed by a pipeline that blurs every digit in Python,
-    ``steps`` steps traced (after two untraced ones) into a new temporary folder, returned.
-    It is built here, not in the lab, so that its code does not show Tasks 1 to 4's answers."""
+    ``steps`` steps traced (after two untraced ones) into a new temporary folder, returned;
+    the folder is removed when the kernel exits. It is built here, not in the lab, so that
+    its code does not show Tasks 1 to 4's answers."""
     import keras
     import tensorflow as tf
 
@@ -1082,6 +1085,7 @@ def trace_slow_step(strategy: Any, x: Any, y: Any, global_batch: int, steps: int
         return strategy.reduce("sum", strategy.run(replica_step, args=batch), axis=None)
 
     logdir = tempfile.mkdtemp(prefix="lab05_slow_step_")
+    atexit.register(shutil.rmtree, logdir, ignore_errors=True)
     try:
         for _ in range(2):  # the first call traces the tf.function
             slow_step(next(batches["iterator"])).numpy()
