@@ -67,13 +67,14 @@ PS_STILL_WAITING_S = 45.0
 
 def _run(code: str, *args: str, timeout: float) -> dict:
     """Run a client script with ``args`` in a fresh process (TensorFlow reads its gRPC options
-    once per process); its result is the JSON of its last output line."""
+    once per process); its result is the JSON of its last output line. A crash of the script
+    (a signal) shows its Python threads' stacks (``faulthandler``) in the failure."""
     full = {**os.environ, **QUIET_ENV, "GRPC_VERBOSITY": "NONE"}
     for name in (GRPC_ENV, "PYTEST_CURRENT_TEST"):
         full.pop(name, None)
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code, *args],
+            [sys.executable, "-X", "faulthandler", "-c", code, *args],
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -82,7 +83,11 @@ def _run(code: str, *args: str, timeout: float) -> dict:
         )
     except subprocess.TimeoutExpired as exc:  # the script bounds every wait: a bug if here
         pytest.fail(f"the client script hung past {timeout} s:\n{exc.stdout}\n{exc.stderr}")
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert done.returncode == 0, (
+        f"the client script ended with status {done.returncode}:\n"
+        + done.stdout[-2000:]
+        + done.stderr[-6000:]
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -132,11 +137,11 @@ try:
     for key, i, t0 in (("live", 0, began), ("during", 1, frozen), ("before", 2, began)):
         error, t = ended.get(i, ["still waiting", None])
         out[key] = [error, None if t is None else round(t - t0, 2)]
+    print(json.dumps(out), flush=True)  # before the teardown, which a crash would follow
 finally:
     for pid in pids:
         os.kill(pid, signal.SIGCONT)
     cluster.stop()
-print(json.dumps(out), flush=True)
 os._exit(0)  # the eager context still knows the stopped tasks: do not wait on it
 """
 
@@ -217,10 +222,10 @@ try:
     thread.start()
     thread.join(WAIT_S)
     out.update(box or {"error": "still waiting", "seconds": round(time.monotonic() - frozen, 2)})
+    print(json.dumps(out), flush=True)  # before the teardown, which a crash would follow
 finally:
     os.kill(ps, signal.SIGCONT)
     cluster.stop()
-print(json.dumps(out), flush=True)
 os._exit(0)  # join() may still wait in its thread
 """
 
