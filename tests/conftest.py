@@ -149,6 +149,22 @@ class _NoStderrUnderNbval:
         return result
 
 
+class _KernelStacksOnTimeout:
+    """A tutorial's cell that timed out under nbval gets its kernel's thread stacks in its
+    report, taken before nbval interrupts the kernel (tests/forked_kernel.py): a kernel stuck
+    in C++ or in ipykernel's own threads answers no interrupt, and would leave no trace."""
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        report = yield
+        running = getattr(item.parent, "kernel", None)
+        text = getattr(running, "stacks_at_timeout", None)
+        if text and call.when == "call":
+            report.sections.append(("the kernel's threads when the cell timed out", text))
+            running.stacks_at_timeout = None
+        return report
+
+
 def pytest_configure(config):
     name = config.getoption("--record-suite", None)
     if name and not hasattr(config, "workerinput"):  # an xdist worker has no whole picture
@@ -156,6 +172,7 @@ def pytest_configure(config):
     if config.pluginmanager.hasplugin("nbval"):
         # Registered as a plugin, not a conftest hook: the notebooks are not under tests/.
         config.pluginmanager.register(_NoStderrUnderNbval(), "dtf-no-stderr-under-nbval")
+        config.pluginmanager.register(_KernelStacksOnTimeout(), "dtf-kernel-stacks")
         from tests.forked_kernel import use_in_nbval
 
         use_in_nbval()  # a tutorial's kernel forked from a process that imported TensorFlow

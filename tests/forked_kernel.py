@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import time
 from importlib.metadata import EntryPoint
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ _SETS_IMPORT_TIME = re.compile(
 )
 #: ``quiet.quiet(LEVEL)`` with a level other than the server's (2, the default).
 _OTHER_QUIET_LEVEL = re.compile(r"quiet\.quiet\((?!\s*\)|\s*(?:level\s*=\s*)?2\s*\))")
+#: How long a forked kernel may take to write its stacks to its log (:func:`stacks`).
+STACKS_TIMEOUT_S = 5.0
 
 
 def forkable(nb: Any) -> bool:
@@ -126,6 +129,33 @@ class ForkedProvisioner(LocalProvisioner):
         return self.connection_info
 
 
+def stacks(km: Any) -> str:
+    """Every thread's Python stack in ``km``'s kernel, as ``faulthandler`` writes them when
+    the kernel gets ``SIGUSR1`` (:func:`tests.script_server.kernel_main`); "" for a kernel
+    that was not forked (it has no such handler: the signal would end it) or has ended."""
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    if not isinstance(process, _ForkedProcess) or process.poll() is not None:
+        return ""
+    assert SCRIPT_SERVER.folder is not None
+    log = SCRIPT_SERVER.folder / f"{process.n}.log"
+
+    def size() -> int:
+        return log.stat().st_size if log.exists() else 0
+
+    start = last = size()
+    SCRIPT_SERVER.kill(process.n, signal.SIGUSR1)
+    deadline = time.monotonic() + STACKS_TIMEOUT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.2)  # polls the log: faulthandler writes it from a signal handler
+        now = size()
+        if now > start and now == last:  # written, and no longer growing
+            break
+        last = now
+    with log.open("rb") as file:
+        file.seek(start)
+        return file.read().decode("utf-8", errors="replace")
+
+
 def forked_spec() -> KernelSpec:
     """This environment's Python kernel (ipykernel's own spec), started by
     :class:`ForkedProvisioner`."""
@@ -185,5 +215,12 @@ def use_in_nbval() -> None:
         finally:
             chosen.pop()
 
+    parent_interrupt = kernel.RunningKernel.interrupt
+
+    def interrupt(self):  # nbval interrupts only a kernel whose cell timed out
+        self.stacks_at_timeout = stacks(self.km)  # shown in the report (tests/conftest.py)
+        parent_interrupt(self)
+
     kernel.NbvalKernelspecManager.get_kernel_spec = get_kernel_spec
     plugin.IPyNbFile.setup = setup
+    kernel.RunningKernel.interrupt = interrupt

@@ -112,12 +112,15 @@ def kernel_main() -> None:
 
     The working directory leaves ``sys.path`` while ipykernel loads (IPython puts it back).
     A fresh process seeds NumPy's global generator anew; a forked one would share the
-    server's."""
+    server's. ``SIGUSR1`` writes every thread's Python stack to the kernel's log
+    (:func:`tests.forked_kernel.stacks`: what a cell that timed out was doing)."""
+    import faulthandler
     import logging
 
     import numpy
 
     os.setsid()  # a session leader, as Jupyter starts a kernel: signals reach its group
+    faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
     del sys.path[0]
     numpy.random.seed()
     from ipykernel import kernelapp

@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,3 +218,29 @@ def test_a_forked_kernel_looks_like_a_fresh_one_to_a_notebook(tmp_path):
     # and the forked one was forked (a difference read at import would start it fresh)
     assert SCRIPT_SERVER.popen is not None and parents["forked"] == SCRIPT_SERVER.popen.pid
     assert parents["fresh"] != parents["forked"]
+
+
+#: A cell that no interrupt can stop: SIGINT blocked, then asleep past nbval's timeouts.
+STUCK_CELL = (
+    "import signal, time\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+    "time.sleep(60)  # stuck here"
+)
+
+
+@pytest.mark.slow
+def test_a_cell_that_times_out_under_nbval_reports_its_kernels_stacks(tmp_path):
+    """nbval interrupts a kernel whose cell timed out; a kernel that cannot take the
+    interrupt (stuck in C++, or in ipykernel's threads) would leave only "failing without
+    traceback". Before that interrupt, a forked kernel's thread stacks join the report."""
+    path = tmp_path / "stuck.ipynb"
+    path.write_text(json.dumps(notebook(STUCK_CELL, "print(1)")), encoding="utf-8")
+    cmd = [sys.executable, "-m", "pytest", "-p", "tests.conftest", "-p", "no:cacheprovider"]
+    cmd += ["-n", "0", "-q", "--nbval-lax", "--nbval-current-env", "--nbval-cell-timeout", "3"]
+    cmd += ["--rootdir", str(tmp_path), str(path)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_CURRENT_TEST", FRESH_ENV)}
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=240, env=env)
+    out = done.stdout
+    assert done.returncode == 1 and "Failed to interrupt kernel" in out, out + done.stderr
+    assert "the kernel's threads when the cell timed out" in out, out
+    assert re.search(r"ipykernel_\d+/\d+\.py\", line 3 in <module>", out), out  # the cell
