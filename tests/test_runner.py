@@ -30,11 +30,14 @@ from tools import execute_in_place, nbtools, run_notebooks
 SLOW_TIMEOUT_S = 15
 
 # Starts `sleep 600` detached from the kernel (sh exits at once, sleep is re-parented to
-# init), so ipykernel's own clean-up of its children on shutdown cannot see it.
+# init), so ipykernel's own clean-up of its children on shutdown cannot see it; in a session
+# of its own, so that Jupyter's signals to the kernel's process group cannot either (a kernel
+# slow to exit under load gets SIGTERM there after 2.5 s, which ended the sleep too).
 LEAK_SOURCE = """\
 import subprocess
 out = subprocess.run(["sh", "-c", "sleep 600 >/dev/null 2>&1 & echo $!"],
-                     capture_output=True, text=True, check=True, timeout=10)
+                     capture_output=True, text=True, check=True, timeout=10,
+                     start_new_session=True)
 open("leak.pid", "w").write(out.stdout.strip())
 """
 
