@@ -156,6 +156,31 @@ def stacks(km: Any) -> str:
         return file.read().decode("utf-8", errors="replace")
 
 
+def stacks_on_nbclient_timeout() -> None:
+    """A cell that times out under nbclient (:func:`tools.nbrun.execute`: the lab runs of
+    tests/labrun.py) raises ``CellTimeoutError`` with its forked kernel's thread stacks in
+    the message, taken before the kernel is stopped, as nbval's reports get them."""
+    from nbclient import NotebookClient
+    from nbclient.exceptions import CellTimeoutError
+
+    parent = NotebookClient._async_handle_timeout
+    if getattr(parent, "with_stacks", False):
+        return
+
+    async def handle_timeout(self, timeout, cell=None):
+        dump = stacks(self.km)
+        try:
+            return await parent(self, timeout, cell)
+        except CellTimeoutError as exc:
+            if not dump:
+                raise
+            title = "The kernel's threads when the cell timed out"
+            raise CellTimeoutError(f"{exc}\n\n{title}:\n{dump}") from None
+
+    handle_timeout.with_stacks = True  # type: ignore[attr-defined]
+    NotebookClient._async_handle_timeout = handle_timeout  # type: ignore[method-assign]
+
+
 def forked_spec() -> KernelSpec:
     """This environment's Python kernel (ipykernel's own spec), started by
     :class:`ForkedProvisioner`."""

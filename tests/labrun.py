@@ -22,9 +22,11 @@ from pathlib import Path
 
 import nbformat
 
-from tests.forked_kernel import ForkedKernelManager, forkable
+from tests.forked_kernel import ForkedKernelManager, forkable, stacks_on_nbclient_timeout
 from tests.helpers import ROOT
 from tools import nbrun
+
+stacks_on_nbclient_timeout()  # a cell that times out shows what its kernel was doing
 
 SOLUTIONS_DIR = ROOT / "labs" / "solutions"
 LABS_DIR = ROOT / "labs"

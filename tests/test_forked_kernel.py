@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from jupyter_client.manager import KernelManager
 
+from tests import labrun
 from tests.forked_kernel import FRESH_ENV, ForkedKernelManager, ForkedSpecs, forkable
 from tests.helpers import ROOT, SCRIPT_SERVER, notebook
 from tools import nbrun
@@ -244,3 +245,17 @@ def test_a_cell_that_times_out_under_nbval_reports_its_kernels_stacks(tmp_path):
     assert done.returncode == 1 and "Failed to interrupt kernel" in out, out + done.stderr
     assert "the kernel's threads when the cell timed out" in out, out
     assert re.search(r"ipykernel_\d+/\d+\.py\", line 3 in <module>", out), out  # the cell
+
+
+@pytest.mark.slow
+def test_a_lab_cell_that_times_out_reports_its_kernels_stacks(tmp_path, monkeypatch):
+    """The same for the lab runs (tests/labrun.py, through nbclient): the timeout's error
+    carries the forked kernel's thread stacks."""
+    path = tmp_path / "stuck.ipynb"
+    path.write_text(json.dumps(notebook(STUCK_CELL)), encoding="utf-8")
+    monkeypatch.setattr(labrun, "CELL_TIMEOUT_S", 3)
+    with pytest.raises(nbrun.NotebookError) as caught:
+        labrun.execute(path)
+    cause = str(caught.value.__cause__)
+    assert "The kernel's threads when the cell timed out" in cause, cause
+    assert re.search(r"ipykernel_\d+/\d+\.py\", line 3 in <module>", cause), cause
