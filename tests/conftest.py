@@ -160,7 +160,9 @@ class _KernelStacksOnTimeout:
         running = getattr(item.parent, "kernel", None)
         text = getattr(running, "stacks_at_timeout", None)
         if text and call.when == "call":
-            report.sections.append(("the kernel's threads when the cell timed out", text))
+            from tests.forked_kernel import STACKS_TITLE
+
+            report.sections.append((STACKS_TITLE, text))
             running.stacks_at_timeout = None
         return report
 

@@ -58,6 +58,8 @@ _SETS_IMPORT_TIME = re.compile(
 _OTHER_QUIET_LEVEL = re.compile(r"quiet\.quiet\((?!\s*\)|\s*(?:level\s*=\s*)?2\s*\))")
 #: How long a forked kernel may take to write its stacks to its log (:func:`stacks`).
 STACKS_TIMEOUT_S = 5.0
+#: The heading of those stacks in a timed-out cell's report or error.
+STACKS_TITLE = "the kernel's threads when the cell timed out"
 
 
 def forkable(nb: Any) -> bool:
@@ -174,8 +176,7 @@ def stacks_on_nbclient_timeout() -> None:
         except CellTimeoutError as exc:
             if not dump:
                 raise
-            title = "The kernel's threads when the cell timed out"
-            raise CellTimeoutError(f"{exc}\n\n{title}:\n{dump}") from None
+            raise CellTimeoutError(f"{exc}\n\n{STACKS_TITLE}:\n{dump}") from None
 
     handle_timeout.with_stacks = True  # type: ignore[attr-defined]
     NotebookClient._async_handle_timeout = handle_timeout  # type: ignore[method-assign]
