@@ -253,6 +253,22 @@ def _strategy_tf_configs() -> dict[str, str]:
     }
 
 
+def test_a_ready_report_before_the_forked_one_still_gives_the_servers_pid(tmp_path):
+    """Fork mode: the launcher reports "forked" and the child "ready" on one pipe, and under
+    load the child's report can come first (a make check run lost a pid so). Either one
+    gives the pid, and the later one changes nothing."""
+    cluster = LocalCluster({"worker": 1}, start_method="fork")
+    task, pid = Task("worker", 0), os.getpid()
+    cluster._states[task] = cluster_local._TaskState(task, "127.0.0.1:1", tmp_path / "w0", seq=1)
+    head = {"job": "worker", "index": 0, "seq": 1, "pid": pid}
+    cluster._on_event({"event": "ready", **head})
+    assert cluster.pids == {"worker/0": pid} and cluster._states[task].ready_at is not None
+    cluster._on_event({"event": "forked", **head, "pid": pid + 1})  # cannot differ: first wins
+    assert cluster.pids == {"worker/0": pid}
+    cluster._on_event({"event": "ready", **head, "seq": 0, "pid": pid + 2})  # an earlier run's
+    assert cluster.pids == {"worker/0": pid}
+
+
 @pytest.mark.slow
 def test_every_strategy_tf_config_passes_tensorflow_s_own_validation():
     configs = _strategy_tf_configs()

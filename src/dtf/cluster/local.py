@@ -565,13 +565,15 @@ class LocalCluster(supervise.Supervisor):
         state = self._states.get(task)
         if state is None or event.get("seq") != state.seq:
             return  # an earlier incarnation of a restarted task
-        if kind == "forked":
+        # The launcher reports "forked" and the child "ready" (both with the pid) on one
+        # pipe: under load the child's report can come first.
+        if kind in ("forked", "ready", "error") and "pid" in event and state.pid is None:
             state.pid = int(event["pid"])
             try:
                 state.process = psutil.Process(state.pid)
             except psutil.NoSuchProcess:
                 state.gone = True
-        elif kind == "ready":
+        if kind == "ready":
             state.ready_at = time.monotonic()
         elif kind == "error":
             state.error_kind = str(event.get("kind", "start"))
