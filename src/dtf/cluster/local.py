@@ -724,7 +724,10 @@ class LocalCluster(supervise.Supervisor):
         launcher = self._launcher
         assert launcher is not None
         # End of file: the launcher stops its servers and exits; if not, its session is killed.
-        supervise.stop_child(launcher, self.stop_grace + 2 * LAUNCHER_GRACE_S)
+        # One still importing TensorFlow has started nothing and would read its end of file
+        # only once imported, seconds later: its session is killed at once.
+        loaded = self._launcher_loaded is not None
+        supervise.stop_child(launcher, self.stop_grace + 2 * LAUNCHER_GRACE_S if loaded else 0.0)
         if self._launcher_reader is not None:
             self._launcher_reader.join(1.0)
         if launcher.stdout is not None:
