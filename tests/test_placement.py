@@ -368,8 +368,29 @@ def _dead_reader(make_fd1: str) -> tuple[dict, float]:
             """,
             "No space left",
         ),
+        # a sync() that comes after the reader failed, while it is slow to give stdout back,
+        # must still find stdout back (seen once, in a run of this module: it was not, yet)
+        (
+            """
+            full = os.open("/dev/full", os.O_WRONLY)
+            os.dup2(full, 1)
+            os.close(full)
+            restore, sync = placement._Interceptor._restore_stdout, placement._Interceptor.sync
+            def slow_restore(self):
+                time.sleep(0.5)  # widens the window of the race: the thread is descheduled
+                restore(self)
+            def late_sync(self):  # as a later cell's, once the reader has failed
+                deadline = time.monotonic() + 5
+                while self.error is None and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                sync(self)
+            placement._Interceptor._restore_stdout = slow_restore
+            placement._Interceptor.sync = late_sync
+            """,
+            "No space left",
+        ),
     ],
-    ids=["broken-pipe", "disk-full"],
+    ids=["broken-pipe", "disk-full", "slow-restore"],
 )
 def test_a_reader_that_cannot_write_restores_stdout_and_fails_fast(make_fd1, error):
     if "/dev/full" in make_fd1 and not os.path.exists("/dev/full"):

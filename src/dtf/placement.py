@@ -350,12 +350,13 @@ class _Interceptor:
     def _stop(self, err: BaseException) -> None:
         """The reader cannot go on: give descriptor 1 and ``sys.stdout`` back, wake every
         waiting :meth:`sync` (it raises), then drain the pipe so that a writer blocked on it
-        (the program's own print) returns, and forward what it can."""
+        (the program's own print) returns, and forward what it can. Both are given back
+        before the error is set: a :meth:`sync` that sees the error must find them back."""
+        os.dup2(self._saved, 1)  # new writes go to the real destination and meet its error
+        self._restore_stdout()
         with self._sync_lock:
             self._error = err
             events = list(self._sync.values())
-        os.dup2(self._saved, 1)  # new writes go to the real destination and meet its error
-        self._restore_stdout()
         for event in events:
             event.set()
         while True:
