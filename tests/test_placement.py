@@ -346,6 +346,28 @@ def _dead_reader(make_fd1: str) -> tuple[dict, float]:
     return json.loads(proc.stderr.strip().splitlines()[-1]), elapsed
 
 
+#: Descriptor 1 of the dead-reader script goes to a full disk.
+DISK_FULL = """
+full = os.open("/dev/full", os.O_WRONLY)
+os.dup2(full, 1)
+os.close(full)
+"""
+#: The reader is slow to give stdout back, and sync() comes once the reader has failed.
+SLOW_RESTORE_LATE_SYNC = """
+restore, sync = placement._Interceptor._restore_stdout, placement._Interceptor.sync
+def slow_restore(self):
+    time.sleep(0.5)  # widens the window of the race: the thread is descheduled
+    restore(self)
+def late_sync(self):  # as a later cell's, once the reader has failed
+    deadline = time.monotonic() + 5
+    while self.error is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sync(self)
+placement._Interceptor._restore_stdout = slow_restore
+placement._Interceptor.sync = late_sync
+"""
+
+
 @pytest.mark.parametrize(
     "make_fd1, error",
     [
@@ -360,35 +382,10 @@ def _dead_reader(make_fd1: str) -> tuple[dict, float]:
             "BrokenPipeError",
         ),
         # any other write error: a full disk
-        (
-            """
-            full = os.open("/dev/full", os.O_WRONLY)
-            os.dup2(full, 1)
-            os.close(full)
-            """,
-            "No space left",
-        ),
+        (DISK_FULL, "No space left"),
         # a sync() that comes after the reader failed, while it is slow to give stdout back,
         # must still find stdout back (seen once, in a run of this module: it was not, yet)
-        (
-            """
-            full = os.open("/dev/full", os.O_WRONLY)
-            os.dup2(full, 1)
-            os.close(full)
-            restore, sync = placement._Interceptor._restore_stdout, placement._Interceptor.sync
-            def slow_restore(self):
-                time.sleep(0.5)  # widens the window of the race: the thread is descheduled
-                restore(self)
-            def late_sync(self):  # as a later cell's, once the reader has failed
-                deadline = time.monotonic() + 5
-                while self.error is None and time.monotonic() < deadline:
-                    time.sleep(0.01)
-                sync(self)
-            placement._Interceptor._restore_stdout = slow_restore
-            placement._Interceptor.sync = late_sync
-            """,
-            "No space left",
-        ),
+        (DISK_FULL + SLOW_RESTORE_LATE_SYNC, "No space left"),
     ],
     ids=["broken-pipe", "disk-full", "slow-restore"],
 )
