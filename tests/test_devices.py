@@ -304,7 +304,10 @@ def test_setup_uses_the_tensorflow_module_and_keeps_its_layout(monkeypatch):
     tf = FakeTF(gpus=1)
     monkeypatch.setitem(sys.modules, "tensorflow", tf)
     monkeypatch.setattr(devices, "_current", None)
+    calmed = []  # the real workaround needs the real TensorFlow (tests/test_strategy.py)
+    monkeypatch.setattr(devices, "calm_replica_iterators", calmed.append)
     s = devices.setup(np.int64(2), gpu_memory_mb=np.int32(256))
+    assert calmed == [tf]
     assert s.request.n == 2 and type(s.request.n) is int
     assert s.request.gpu_memory_mb == 256 and type(s.request.gpu_memory_mb) is int
     assert s.names == ("/device:GPU:0", "/device:GPU:1") and devices.current() is s

@@ -21,7 +21,8 @@ you to restart the kernel.
 
 The plain TensorFlow calls behind it (shown in notebook 00) are
 ``tf.config.set_logical_device_configuration``, ``tf.config.set_visible_devices`` and
-``tf.config.experimental.set_memory_growth``.
+``tf.config.experimental.set_memory_growth``. :func:`setup` also works around a TensorFlow
+2.21 stall when a distributed dataset's iterator is deleted (:func:`calm_replica_iterators`).
 """
 
 from __future__ import annotations
@@ -132,7 +133,42 @@ def setup(
     import tensorflow as tf
 
     _current = _configure(tf, request)
+    calm_replica_iterators(tf)
     return _current
+
+
+def calm_replica_iterators(tf) -> bool:
+    """Turn off tf.data autotuning in the per-replica datasets of ``MirroredStrategy``.
+
+    Why: ``experimental_distribute_dataset`` (and ``fit``/``predict`` under a strategy) feed
+    each replica through a small dataset of its own (a fixed-size ``prefetch``), and
+    TensorFlow starts an autotuning thread for each one, though there is nothing to tune.
+    Deleting the iterator must stop those threads. In TensorFlow 2.21 a thread can miss that
+    wake-up: ``CancellationManager::StartCancel`` runs the callback that wakes it before it
+    marks itself cancelled, so a thread that wakes at once sees "not cancelled" and sleeps out
+    its autotuning period (10 ms, doubling each round), while the deletion waits for it: on
+    busy cores with 8 logical CPUs, for tens of seconds. This wraps TensorFlow's private
+    ``multi_device_iterator_ops._create_device_dataset`` so that each per-replica dataset gets
+    ``autotune.enabled = False``; the input dataset keeps its own options. Returns whether
+    the wrapper is in place (False where that function is missing: another TensorFlow
+    version). Calling it again changes nothing.
+    """
+    from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
+
+    make = getattr(mdi, "_create_device_dataset", None)
+    if make is None:
+        return False
+    if getattr(make, "calm", False):
+        return True
+
+    def calm_device_dataset(*args, **kwargs):
+        options = tf.data.Options()
+        options.autotune.enabled = False
+        return make(*args, **kwargs).with_options(options)
+
+    calm_device_dataset.calm = True  # type: ignore[attr-defined]
+    mdi._create_device_dataset = calm_device_dataset
+    return True
 
 
 def _configure(tf, request: Request) -> DeviceSetup:
