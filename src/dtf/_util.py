@@ -15,6 +15,13 @@ import sys
 LINE_LIMIT = 300
 
 
+def is_whole_number(value) -> bool:
+    """Whether ``value`` is a whole number by this module's one rule (NumPy integers yes,
+    bools and floats no): :func:`whole_number`'s test, for callers that word a refusal
+    themselves (a checker's verdict)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def whole_number(
     name: str, value, *, minimum: int | None = None, maximum: int | None = None, hint: str = ""
 ) -> int:
@@ -25,7 +32,7 @@ def whole_number(
     with ``hint`` (what to do instead).
     """
     tail = f" {hint}" if hint else ""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_whole_number(value):
         raise TypeError(f"{name} must be a whole number, got {value!r}.{tail}")
     value = int(value)
     if minimum is not None and value < minimum:

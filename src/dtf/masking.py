@@ -44,12 +44,11 @@ takes the speed ranking as input instead of pretending to compute it.
 
 from __future__ import annotations
 
-import numbers
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 
-from dtf._util import whole_number
+from dtf._util import is_whole_number, whole_number
 
 #: Values of ``CUDA_DEVICE_ORDER``; CUDA's default is the first.
 ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
@@ -182,7 +181,7 @@ def _name_lookup(names, num_physical: int) -> Mapping[int, str]:
         lookup = dict(enumerate(names))
     else:
         raise TypeError("names must be a list of GPU names or a {physical index: name} dict")
-    not_indices = [k for k in lookup if isinstance(k, bool) or not isinstance(k, numbers.Integral)]
+    not_indices = [k for k in lookup if not is_whole_number(k)]
     if not_indices:
         raise TypeError(
             "names must be keyed by physical GPU indices (whole numbers 0, 1, ...), "

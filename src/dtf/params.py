@@ -42,6 +42,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from dtf._util import is_whole_number
+
 #: Examples in the training split of ``dtf.data.load("digits")`` (80 % of 1,797).
 DIGITS_TRAIN = 1437
 #: A bound: a number, an expression of other parameters (text), or None (no bound).
@@ -294,10 +296,6 @@ def _bound(bound: Bound, namespace: Mapping[str, Any], optional: bool) -> tuple[
 # --------------------------------------------------------------------------- one parameter
 
 
-def _is_whole(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _range_text(noun: str, low: str, high: str) -> str:
     if low and high:
         return f"{noun} from {low} to {high}"
@@ -328,7 +326,7 @@ def _problem(name: str, value: Any, rule: Rule, namespace: Mapping[str, Any]) ->
     high, high_text = _bound(rule.high, namespace, rule.optional)
     kind = rule.kind
     if kind == "whole":
-        if _is_whole(value) and _within(value, low, high):
+        if is_whole_number(value) and _within(value, low, high):
             return None
         return _range_text("a whole number", low_text, high_text)
     if kind == "positive":
@@ -340,15 +338,15 @@ def _problem(name: str, value: Any, rule: Rule, namespace: Mapping[str, Any]) ->
         return None if value is True or value is False else "True or False"
     if kind == "choice":
         given = rule.normalize(value) if rule.normalize else value
-        wholes_only = all(_is_whole(c) for c in rule.choices)  # then 2.0 is not 2
-        if (_is_whole(value) if wholes_only else not isinstance(value, bool)) and (
+        wholes_only = all(is_whole_number(c) for c in rule.choices)  # then 2.0 is not 2
+        if (is_whole_number(value) if wholes_only else not isinstance(value, bool)) and (
             given in rule.choices
         ):
             return None
         return "one of " + ", ".join(map(repr, rule.choices))
     if kind == "wholes":
         items = value if isinstance(value, (list, tuple)) else None
-        if items and all(_is_whole(v) and _within(v, low, high) for v in items):
+        if items and all(is_whole_number(v) and _within(v, low, high) for v in items):
             return None
         each = _range_text("each", low_text, high_text).replace("each of ", "each ")
         return "a list of one or more whole numbers" + ("" if each == "each" else f", {each}")

@@ -8,14 +8,15 @@ colleague's code did not run where it asked, and why; 5. (optional) soft placeme
 from __future__ import annotations
 
 import inspect
-import numbers
 import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+from unittest import mock
 
 import numpy as np
 
+from dtf._util import is_whole_number
 from dtf.checks.core import (
     Mistake,
     Wrong,
@@ -72,14 +73,9 @@ def _as_mapping(value: Any) -> dict[int, int] | None:
     else:
         return None
     pairs = list(items)
-    if all(_whole(n) for pair in pairs for n in pair):
+    if all(is_whole_number(n) for pair in pairs for n in pair):
         return {int(key): int(item) for key, item in pairs}
     return None
-
-
-def _whole(value: Any) -> bool:
-    """An int (numpy's too), not a bool, a float or text."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_)
 
 
 def _mask_hint(mask: str, got: dict[int, int] | None, right: dict[int, int]) -> str:
@@ -184,13 +180,11 @@ def task2(answer: Any) -> str:
     :data:`CHILD_GPUS`; then a child process started with it must read that mask."""
     base = {**os.environ, _CVD: "0,1,2,3", _MARKER: "kept"}
     given, before = dict(base), dict(os.environ)
-    try:
+    # Put back as it was, also when the answer raises: later cells (and their children) must
+    # not inherit what it changed.
+    with mock.patch.dict(os.environ):
         env = call(answer, given)
-    finally:
         changed = sorted(k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k))
-        if changed:  # undo it: later cells (and their children) must not inherit it
-            os.environ.clear()
-            os.environ.update(before)
     is_dict = isinstance(env, Mapping)
     items = env.items() if is_dict else ()
     not_text = [

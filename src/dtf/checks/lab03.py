@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dtf._util import first_line
+from dtf._util import first_line, is_whole_number
 from dtf.checks.core import (
     Mistake,
     Wrong,
@@ -40,6 +40,7 @@ from dtf.checks.core import (
 )
 from dtf.parallel import variable_device
 from dtf.placement import short_device
+from dtf.quiet import SETTINGS
 
 LAB = "lab03"
 
@@ -284,7 +285,7 @@ def _normalised(got: Any, what: str) -> dict[str, int]:
         number = value.item() if isinstance(value, np.generic) else value
         if isinstance(number, float) and number.is_integer():
             number = int(number)
-        if isinstance(number, bool) or not isinstance(number, int):
+        if not is_whole_number(number):
             raise Wrong(
                 f"for {what}: expected a whole number of bytes for {key!r}, got {short(value)}",
                 "a number of bytes is a whole number",
@@ -401,7 +402,7 @@ def measure(calls: Mapping[int, str] | None = None) -> dict[int, tuple[str, str]
     try/except, in a fresh Python process that sees no GPU: ``{call: None or (exception
     type, first line of its message)}``, or a :class:`Wrong` if the process fails."""
     calls = CALLS if calls is None else calls
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0"}
+    env = {**os.environ, **SETTINGS}  # quiet as the course's Setup cells make TensorFlow
     env["CUDA_VISIBLE_DEVICES"] = ""  # a CPU-only process, also on a GPU machine
     for name in ("TF_CPU_ALLOCATOR_USE_BFC", "TF_FORCE_GPU_ALLOW_GROWTH", "PYTEST_CURRENT_TEST"):
         env.pop(name, None)
@@ -571,7 +572,7 @@ def _layout_of(network: str, value: Any, num_layers: int) -> list[int] | None:
         )
     layout = [item.item() if isinstance(item, np.generic) else item for item in value]
     for item in layout:
-        if isinstance(item, bool) or not isinstance(item, int):
+        if not is_whole_number(item):
             raise Wrong(
                 f"for network {network}: device numbers are whole numbers, got {short(item)}",
                 f"number the devices 0 to {PLAN_DEVICES - 1}",

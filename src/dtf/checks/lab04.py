@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dtf._util import error_line
+from dtf._util import error_line, is_whole_number
 from dtf.checks.core import (
     Mistake,
     Wrong,
@@ -442,7 +442,7 @@ def _worker_index(key: Any, count: int, jobs: Mapping[str, list]) -> int:
     from dtf.cluster import ClusterConfigError
     from dtf.cluster.spec import parse_task
 
-    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+    if is_whole_number(key):
         if not 0 <= int(key) < count:
             raise Wrong(
                 f"there is no worker {int(key)}: the cluster has {count} worker(s)",

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dtf._util import error_line, whole_number
+from dtf._util import error_line, is_whole_number, whole_number
 from dtf.checks._shared import expect_weights, numbered_labels
 from dtf.checks.core import (
     Mistake,
@@ -384,7 +384,7 @@ def _as_tasks(value: Any, what: str) -> list[int]:
             f"got {short(value)}",
             "failed is a list of task numbers: several workers can fail together",
         )
-    if any(isinstance(t, bool) or not isinstance(t, (int, np.integer)) for t in value):
+    if not all(is_whole_number(t) for t in value):
         raise Wrong(
             f"for {what}: expected task numbers in the failed list, got {short(list(value))}",
             "list the keys of results (task numbers) whose worker failed",

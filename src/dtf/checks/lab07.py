@@ -22,6 +22,7 @@ from typing import Any
 from unittest import mock
 
 from dtf import deploy
+from dtf._util import is_whole_number
 from dtf.checks.core import (
     Mistake,
     Wrong,
@@ -40,6 +41,7 @@ from dtf.cluster.spec import (
     strategy_jobs,
     tf_config,
 )
+from dtf.quiet import SETTINGS
 
 LAB = "lab07"
 #: The environment variable every tf.distribute strategy reads its cluster and task from.
@@ -168,7 +170,7 @@ def _check_task(got: Any, want: dict, what: str) -> None:
     if kind != job:
         shown = f"for {what}: your task's type is {short(kind)}"
         diagnose(TYPE_MISTAKES, shown=shown, got=kind, job=job)
-    if number != index or isinstance(number, bool) or not isinstance(number, int):
+    if number != index or not is_whole_number(number):  # JSON: never a NumPy integer
         shown = f"for {what}: your task's index is {short(number)}"
         diagnose(INDEX_MISTAKES, shown=shown, number=number, index=index)
 
@@ -203,9 +205,7 @@ INDEX_MISTAKES = (
         "tf.distribute.Server(..., task_index=...), refuses a str (TypeError)",
     ),
     Mistake(
-        lambda number, index, **_: (
-            isinstance(number, int) and not isinstance(number, bool) and number == index + 1
-        ),
+        lambda number, index, **_: is_whole_number(number) and number == index + 1,
         hint="task indices start at 0: task i is the i-th address of its job's list",
     ),
     Mistake(
@@ -278,8 +278,8 @@ def tf_config_environment(text: str | None):
 def import_tensorflow():
     """TensorFlow, quiet as the course's Setup cells make it (the lab's Setup imports it)."""
     if "tensorflow" not in sys.modules:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+        for name, value in SETTINGS.items():  # a learner's own setting wins
+            os.environ.setdefault(name, value)
     import tensorflow as tf
 
     tf.get_logger().setLevel("ERROR")
