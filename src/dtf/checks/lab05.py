@@ -125,26 +125,25 @@ def _global_batches(x, y, global_batch: int):
 
 def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE):
     """The reference: the network trained from ``initial`` on ``batches`` on one device, with
-    each global batch's mean loss; ``(losses, final weights)``."""
+    each global batch's mean loss; ``(losses, final weights)``. The step is notebook 11's
+    (:func:`worker_program.make_train_step`) under the default strategy, one replica: its
+    ``compute_average_loss`` over the whole global batch is that batch's mean loss."""
     import tensorflow as tf
 
+    from dtf.lessons import worker_program
+
+    if tf.distribute.has_strategy():  # a scope left open would run the step on its replicas
+        raise RuntimeError("run the check outside strategy.scope()")
     model = make_model()
     model.set_weights(initial)
     optimizer = _optimizer(learning_rate)
     optimizer.build(model.trainable_variables)
-
-    @tf.function
-    def step(x, y):
-        with tf.GradientTape() as tape:
-            logits = model(x, training=True)
-            loss = tf.reduce_mean(
-                tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits)
-            )
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
-    return [float(step(x, y)) for x, y in batches], model.get_weights()
+    one_device = tf.distribute.get_strategy()  # the default strategy, one replica
+    global_batch = int(batches.element_spec[1].shape[0])
+    step = worker_program.make_train_step(one_device, model, optimizer, global_batch)
+    iterator = iter(batches)
+    losses = [float(step(iterator)) for _ in range(int(batches.cardinality()))]
+    return losses, model.get_weights()
 
 
 # --------------------------------------------------------------------------- task 1
@@ -329,28 +328,27 @@ TASK2_MISTAKES = (
 
 def _scalar(got: Any, size: int, what: str) -> float:
     """The learner's share as one number; an empty shard's must be a scalar (issue 18)."""
+    detail = f"for {what}: expected one number, got {short(got)}"
     try:
-        value = None if got is None or isinstance(got, (str, bytes)) else as_array(got)
-        value = None if value is None else value.astype(np.float64)
-    except (TypeError, ValueError):
-        value = None
-    if size == 0 and (value is None or value.shape != ()):
-        shape = getattr(got, "shape", None)
-        raise Wrong(
-            f"for {what}: expected a scalar 0, got "
-            + (f"a tensor of shape {tuple(shape)}" if shape is not None else short(got)),
-            "a replica whose shard is empty adds nothing to the mean loss, yet it still takes "
-            "part in the step and the all-reduce: its share must be one number, 0, the same "
-            "shape as every other replica's (a sum over no examples is 0)",
+        if got is None or isinstance(got, (str, bytes)):  # NumPy reads them as nan, "0.5" as 0.5
+            raise Wrong(detail)
+        return expect_number(
+            got,
+            detail,
+            shape_detail=f"for {what}: expected one number, got shape {{shape}}",
+            shape_hint="a replica's share of the loss is one number, however many examples it has",
         )
-    if value is None:
-        raise Wrong(f"for {what}: expected one number, got {short(got)}")
-    if value.shape != ():
-        raise Wrong(
-            f"for {what}: expected one number, got shape {value.shape}",
-            "a replica's share of the loss is one number, however many examples it has",
-        )
-    return float(value)
+    except Wrong:
+        if size:
+            raise
+    shape = getattr(got, "shape", None)
+    raise Wrong(
+        f"for {what}: expected a scalar 0, got "
+        + (f"a tensor of shape {tuple(shape)}" if shape is not None else short(got)),
+        "a replica whose shard is empty adds nothing to the mean loss, yet it still takes "
+        "part in the step and the all-reduce: its share must be one number, 0, the same "
+        "shape as every other replica's (a sum over no examples is 0)",
+    )
 
 
 @task(LAB, 2)
