@@ -141,17 +141,19 @@ def calm_replica_iterators(tf) -> bool:
     """Turn off tf.data autotuning in the per-replica datasets of ``MirroredStrategy``.
 
     Why: ``experimental_distribute_dataset`` (and ``fit``/``predict`` under a strategy) feed
-    each replica through a small dataset of its own (a fixed-size ``prefetch``), and
-    TensorFlow starts an autotuning thread for each one, though there is nothing to tune.
-    Deleting the iterator must stop those threads. In TensorFlow 2.21 a thread can miss that
-    wake-up: ``CancellationManager::StartCancel`` runs the callback that wakes it before it
-    marks itself cancelled, so a thread that wakes at once sees "not cancelled" and sleeps out
-    its autotuning period (10 ms, doubling each round), while the deletion waits for it: on
-    busy cores with 8 logical CPUs, for tens of seconds. This wraps TensorFlow's private
-    ``multi_device_iterator_ops._create_device_dataset`` so that each per-replica dataset gets
-    ``autotune.enabled = False``; the input dataset keeps its own options. Returns whether
-    the wrapper is in place (False where that function is missing: another TensorFlow
-    version). Calling it again changes nothing.
+    each replica through a small dataset of its own (a fixed-size ``prefetch``, 1 by
+    default), and TensorFlow starts an autotuning thread for each one, though there is
+    nothing to tune (plus one for the input pipeline, which follows that dataset's own
+    options). Deleting the iterator must stop those threads. In TensorFlow 2.21 (the code
+    reads the same in earlier releases) a thread can miss that wake-up:
+    ``CancellationManager::StartCancelWithStatus`` runs the callback that wakes it before it
+    marks itself cancelled, so a thread that wakes at once sees "not cancelled" and sleeps
+    out its autotuning period (10 ms, doubling each round up to 60 s), while the deletion
+    waits for it: on busy cores with 8 logical CPUs, for tens of seconds. This wraps
+    TensorFlow's private ``multi_device_iterator_ops._create_device_dataset`` so that each
+    per-replica dataset gets ``autotune.enabled = False``; the input dataset keeps its own
+    options. Returns whether the wrapper is in place (False where that function is missing:
+    another TensorFlow version). Calling it again changes nothing.
     """
     from tensorflow.python.data.ops import multi_device_iterator_ops as mdi
 
