@@ -21,6 +21,7 @@ import time
 import pytest
 
 from dtf.cluster import free_ports, port_in_use, server
+from dtf.cluster.protocol import parse_ready_line
 
 from .helpers import QUIET_ENV, ROOT
 
@@ -196,6 +197,34 @@ def test_a_failed_bind_inside_tensorflow_is_reported_as_port_in_use():
     assert (
         f"ERROR port {port} of task worker/0 is in use (the server could not bind it)" in out.stdout
     ), out.stdout + out.stderr[-2000:]
+
+
+WARNED_THEN_READY = r"""
+import os, signal, sys, threading
+from dtf.cluster import server
+server.start_server = lambda jobs, task: None  # the order of the lines, without TensorFlow
+threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+sys.exit(server.main(["--worker_hosts", "127.0.0.1:2222", "--job_name", "worker"]))
+"""
+
+
+def test_the_exposure_warning_is_written_before_the_ready_line():
+    """A cluster reads a server's ready line on stdout and its warnings in the log (stderr):
+    written after the ready line, the warning could still be missing when the cluster reports
+    the server ready (seen once under load). One pipe for both shows the order."""
+    out = subprocess.run(
+        [sys.executable, "-c", WARNED_THEN_READY],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+        timeout=60,
+    )
+    lines = out.stdout.splitlines()
+    warned = [i for i, ln in enumerate(lines) if "listening on every interface" in ln]
+    ready = [i for i, ln in enumerate(lines) if parse_ready_line(ln)]
+    assert warned and ready and warned[0] < ready[0], out.stdout
 
 
 # --------------------------------------------------------------------------- real servers

@@ -228,14 +228,15 @@ def _serve(args: argparse.Namespace, jobs: dict[str, list[str]], task: Task) -> 
         signal.signal(sig, on_signal)
     start_server(jobs, task)
     address = jobs[task.job][task.index]
-    print(ready_line(task, address), flush=True)
     _, port = split_address(address)
+    # The warning first: whoever is told the server is ready finds it in the log already.
     print(
         f"dtf-server: listening on every interface, port {port}; it runs any computation sent "
         "to it, unauthenticated: allow only the cluster's machines to reach it.",
         file=sys.stderr,
         flush=True,
     )
+    print(ready_line(task, address), flush=True)
     where = command_name("dtf-server", "dtf.cluster.server")
     exposure.warn_exposed([port], where)  # once (issue 19)
     hint = deadline.client_hint(jobs, task)  # what a client must do not to wait forever
