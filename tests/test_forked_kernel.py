@@ -255,6 +255,14 @@ def test_a_cell_that_times_out_under_nbval_reports_its_kernels_stacks(tmp_path):
     assert STUCK_LINE.search(out), out  # the cell
 
 
+def test_nbval_times_a_cell_out_before_pytest_timeout_does(pytestconfig):
+    """The stacks above come with nbval's timeout only: a cell still running when
+    pytest-timeout ends the test leaves nothing of its kernel (seen once in make check)."""
+    assert float(pytestconfig.getoption("nbval_cell_timeout")) < float(
+        pytestconfig.getini("timeout")
+    )
+
+
 @pytest.mark.slow
 def test_a_lab_cell_that_times_out_reports_its_kernels_stacks(tmp_path, monkeypatch):
     """The same for the lab runs (tests/labrun.py, through nbclient): the timeout's error
