@@ -12,7 +12,6 @@ import os
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
-from unittest import mock
 
 import numpy as np
 
@@ -180,11 +179,16 @@ def task2(answer: Any) -> str:
     :data:`CHILD_GPUS`; then a child process started with it must read that mask."""
     base = {**os.environ, _CVD: "0,1,2,3", _MARKER: "kept"}
     given, before = dict(base), dict(os.environ)
-    # Put back as it was, also when the answer raises: later cells (and their children) must
-    # not inherit what it changed.
-    with mock.patch.dict(os.environ):
+    try:
         env = call(answer, given)
+    finally:
         changed = sorted(k for k in {*before, *os.environ} if before.get(k) != os.environ.get(k))
+        # Undo it (later cells and their children must not inherit it), but only then: unlike
+        # mock.patch.dict, which always empties os.environ first, while the kernel's threads
+        # (TensorFlow's among them) may read the environment.
+        if changed:
+            os.environ.clear()
+            os.environ.update(before)
     is_dict = isinstance(env, Mapping)
     items = env.items() if is_dict else ()
     not_text = [
