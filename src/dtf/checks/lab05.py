@@ -138,11 +138,14 @@ def _single_device(batches, initial: list, learning_rate: float = LEARNING_RATE)
     model.set_weights(initial)
     optimizer = _optimizer(learning_rate)
     optimizer.build(model.trainable_variables)
+    # The step divides by one fixed global batch and runs once per batch: only a dataset of
+    # known length and full batches (_global_batches' drop_remainder) keeps that exact.
+    global_batch, count = batches.element_spec[1].shape[0], int(batches.cardinality())
+    assert global_batch is not None and count >= 0, "the reference needs full, counted batches"
     one_device = tf.distribute.get_strategy()  # the default strategy, one replica
-    global_batch = int(batches.element_spec[1].shape[0])
-    step = worker_program.make_train_step(one_device, model, optimizer, global_batch)
+    step = worker_program.make_train_step(one_device, model, optimizer, int(global_batch))
     iterator = iter(batches)
-    losses = [float(step(iterator)) for _ in range(int(batches.cardinality()))]
+    losses = [float(step(iterator)) for _ in range(count)]
     return losses, model.get_weights()
 
 
