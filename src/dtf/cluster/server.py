@@ -229,19 +229,20 @@ def _serve(args: argparse.Namespace, jobs: dict[str, list[str]], task: Task) -> 
     start_server(jobs, task)
     address = jobs[task.job][task.index]
     _, port = split_address(address)
-    # The warning first: whoever is told the server is ready finds it in the log already.
+    # The warnings first: whoever is told the server is ready finds them in the log already.
     print(
         f"dtf-server: listening on every interface, port {port}; it runs any computation sent "
         "to it, unauthenticated: allow only the cluster's machines to reach it.",
         file=sys.stderr,
         flush=True,
     )
-    print(ready_line(task, address), flush=True)
     where = command_name("dtf-server", "dtf.cluster.server")
     exposure.warn_exposed([port], where)  # once (issue 19)
     hint = deadline.client_hint(jobs, task)  # what a client must do not to wait forever
     if hint:
         print(f"dtf-server: {hint}", file=sys.stderr, flush=True)
+    sys.stderr.flush()  # the ExposureWarning too
+    print(ready_line(task, address), flush=True)
     while not stop.wait(1.0):
         pass
     print(f"dtf-server stopped: job={task.job} task={task.index} ({reason[0]})", file=sys.stderr)
