@@ -215,6 +215,8 @@ class _SuiteRecord:
             "arguments": list(config.invocation_params.args),
             "workers": config.getoption("numprocesses", None),
             "cores": os.cpu_count(),
+            # As root, make check also runs the tests marked root (network namespaces).
+            "root": hasattr(os, "geteuid") and os.geteuid() == 0,
             "passed": outcomes.count("passed"),
             "failed": outcomes.count("failed"),
             "skipped": outcomes.count("skipped"),

@@ -48,9 +48,17 @@ def _records(root, suite=SUITE, report=REPORT):
     return root
 
 
+@pytest.mark.parametrize(
+    "root, shown", [(True, "| root |"), (False, "| a regular user (root tests skipped) |")]
+)
+def test_the_page_says_whether_a_suite_ran_as_root(tmp_path, root, shown):
+    page = measurements.render(_records(tmp_path, suite={**SUITE, "root": root}))
+    assert f"| 3 on 2 cores {shown} 2026-11-28 09:00 UTC |" in page
+
+
 def test_the_page_is_made_from_the_records(tmp_path):
     page = measurements.render(_records(tmp_path))
-    assert "| `make check` | 2700 | 1 | 4 | 612 s (10.2 min) | 3 on 2 cores |" in page
+    assert "| `make check` | 2700 | 1 | 4 | 612 s (10.2 min) | 3 on 2 cores |  |" in page
     # groups, largest first, with their share of the worker seconds
     assert page.index("| nbval: tutorials at their default count | 900 | 75% |") < page.index(
         "| every other test | 300 | 25% |"

@@ -78,13 +78,21 @@ def _narrowed(arguments: list[str]) -> list[str]:
     return kept
 
 
+def _run_as(rec: dict) -> str:
+    """Who ran a suite: as root, ``make check`` also runs the tests marked root (network
+    namespaces), which a regular user's run skips; records from before this field: blank."""
+    if "root" not in rec:
+        return ""
+    return "root" if rec["root"] else "a regular user (root tests skipped)"
+
+
 def suites_section(records: dict[str, dict]) -> list[str]:
     lines = ["## Test suites", ""]
     if not records:
         return [*lines, "No record yet: run `make test`, `make check` or `make counts`.", ""]
     lines += [
-        "| command | passed | failed | skipped | wall time | workers | finished |",
-        "|---|---:|---:|---:|---:|---:|---|",
+        "| command | passed | failed | skipped | wall time | workers | run as | finished |",
+        "|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for name, rec in records.items():
         command = SUITE_COMMANDS.get(name, f"pytest --record-suite {name}")
@@ -94,7 +102,7 @@ def suites_section(records: dict[str, dict]) -> list[str]:
         lines.append(
             f"| `{command}` | {rec['passed']} | {rec['failed']} | {rec['skipped']} | "
             f"{_minutes(rec['seconds'])} | {rec['workers']} on {rec['cores']} cores | "
-            f"{rec['finished']} |"
+            f"{_run_as(rec)} | {rec['finished']} |"
         )
     for name, rec in records.items():
         groups = {k: v for k, v in rec.get("group_seconds", {}).items() if v > 0}
