@@ -84,7 +84,15 @@ def test_contributor_targets_install_the_tools_on_top_of_the_right_pins(target, 
 
 
 def test_netns_runs_the_root_tests_as_root_and_never_skips_them():
-    """CI's only run of the namespace tests (its runner is not root): without
-    DTF_REQUIRE_NETNS, a runner that cannot make namespaces would skip them all, and pass."""
+    """CI's only run of the namespace tests (make check leaves them out): without
+    DTF_REQUIRE_NETNS, a runner that cannot make namespaces would skip them all, and pass.
+    It goes through sudo unless make already runs as root (a container without sudo)."""
     commands = install_commands("netns")
-    assert re.search(r"^sudo DTF_REQUIRE_NETNS=1 \S+ -m pytest .*-m root\b", commands, re.M)
+    sudo = "" if os.geteuid() == 0 else "sudo "
+    assert re.search(rf"^{sudo}DTF_REQUIRE_NETNS=1 \S+ -m pytest .*-m root\b", commands, re.M)
+
+
+def test_check_leaves_out_the_root_tests_whoever_runs_it():
+    """make check runs the same tests for every user: the tests marked root are make netns'."""
+    (line,) = [c for c in install_commands("check").splitlines() if " -m pytest " in c]
+    assert re.search(r'-m "[^"]*\bnot root\b[^"]*"', line), line

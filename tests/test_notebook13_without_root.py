@@ -37,7 +37,7 @@ PARTS = {
 CAPS = ("sys_admin", "net_admin")
 CHECK_TAG = "nbval-check-output"
 
-pytestmark = [pytest.mark.timeout(360), pytest.mark.notebook]
+pytestmark = [pytest.mark.timeout(360), pytest.mark.notebook, pytest.mark.root]  # make netns
 
 
 def dropping(argv: list[str]) -> list[str] | None:
