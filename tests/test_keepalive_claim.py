@@ -216,6 +216,7 @@ try:
             box["error"] = "no error"
         except Exception as exc:
             box["error"] = type(exc).__name__
+            box["message"] = " ".join(str(exc).split())[:300]  # in the failure, if one
         box["seconds"] = round(time.monotonic() - frozen, 2)
 
     thread = threading.Thread(target=join, daemon=True)
