@@ -215,7 +215,7 @@ class _SuiteRecord:
             "arguments": list(config.invocation_params.args),
             "workers": config.getoption("numprocesses", None),
             "cores": os.cpu_count(),
-            # As root, make check also runs the tests marked root (network namespaces).
+            # As root, notebooks 13-13c run their namespace cells: a user's run skips them.
             "root": hasattr(os, "geteuid") and os.geteuid() == 0,
             "passed": outcomes.count("passed"),
             "failed": outcomes.count("failed"),
