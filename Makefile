@@ -102,7 +102,7 @@ counts: $(DEV_STAMP) ## every tutorial again at another device count (3, 8 or 1;
 
 # The tests marked root (network namespaces, tests/test_netns.py; notebook 13 with root's
 # capabilities dropped) are left out of make check, so that it runs the same tests whoever runs
-# it; run as root, they made it the slowest of its runs (docs/measurements.md says who ran it).
+# it (docs/measurements.md says who ran each suite).
 # This runs them as root, through sudo unless make already runs as root (a container, CI), and
 # DTF_REQUIRE_NETNS=1 makes a machine that cannot create namespaces fail them instead of
 # skipping them: CI runs it after make check.
